@@ -222,7 +222,9 @@ def _parse_step(raw: Any, index: int, source: str) -> Step:
             submodules=tuple(_submodules(entry, w)),
             where=w,
         )
-        for w, entry in _entries(raw, "module", {"old", "new", "intermediate", "submodules", "note"}, where)
+        for w, entry in _entries(
+            raw, "module", {"old", "new", "intermediate", "submodules", "note"}, where
+        )
     )
     symbols = tuple(
         SymbolMove(old=_name(entry, "old", w), new=_name(entry, "new", w), where=w)
@@ -338,7 +340,9 @@ def _validate_step(step: Step) -> None:
     for old, rule in step.olds():
         if old in seen:
             first = seen[old]
-            same = type(first) is type(rule) and getattr(first, "new", None) == getattr(rule, "new", None)
+            same = type(first) is type(rule) and getattr(first, "new", None) == getattr(
+                rule, "new", None
+            )
             what = "duplicate" if same else "conflicting"
             raise RulesError(f"{rule.where}: {what} old {old!r} (first at {first.where})")
         seen[old] = rule
@@ -380,7 +384,8 @@ def _validate_step(step: Step) -> None:
             captured = _under(probe, old) if not isinstance(rule, SymbolMove) else probe == old
             if captured and not name.endswith("*"):
                 raise RulesError(
-                    f"step {step.version}: stay-put name {name!r} would be rewritten by {rule.where}"
+                    f"step {step.version}: stay-put name {name!r} "
+                    f"would be rewritten by {rule.where}"
                 )
             if name.endswith("*") and old.startswith(probe):
                 raise RulesError(

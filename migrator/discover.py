@@ -1,0 +1,222 @@
+"""Which files a run looks at, and what each file is (Python, notebook, or text).
+
+Directories are walked top-down: `.gitignore` files (through pathspec), `--exclude` globs,
+version-control and cache folders, virtual environments (any folder with `pyvenv.cfg`) and
+build folders are skipped; symlinks are never followed. A file named on the command line
+is always looked at.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+SKIPPED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".bzr",
+        "__pycache__",
+        "node_modules",
+        ".tox",
+        ".nox",
+        ".venv",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+        ".hypothesis",
+        ".eggs",
+        "build",
+        "dist",
+        "site-packages",
+    }
+)
+
+DEFAULT_TEXT_GLOBS = (
+    "*.py",
+    "*.pyi",
+    "*.ipynb",
+    "*.md",
+    "*.markdown",
+    "*.rst",
+    "*.txt",
+    "*.yaml",
+    "*.yml",
+    "*.json",
+    "*.jsonc",
+    "*.toml",
+    "*.ini",
+    "*.cfg",
+    "*.conf",
+    "*.sh",
+    "*.bash",
+    "*.zsh",
+    "*.env",
+    "Dockerfile",
+    "Dockerfile.*",
+    "*.Dockerfile",
+    "*.dockerfile",
+    "Containerfile",
+    "Makefile",
+    "*.mk",
+    "*.j2",
+    "*.jinja",
+    "*.tpl",
+    "*.properties",
+)
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """A file to process and the root it was found under (for relative imports)."""
+
+    path: Path
+    root: Path
+    kind: str  # "python" | "notebook" | "text"
+
+
+def kind_of(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in (".py", ".pyi"):
+        return "python"
+    if suffix == ".ipynb":
+        return "notebook"
+    return "text"
+
+
+def iter_files(
+    paths: Iterable[Path],
+    exclude: Iterable[str] = (),
+    text_globs: Iterable[str] = DEFAULT_TEXT_GLOBS,
+) -> Iterator[SourceFile]:
+    """Every file to look at below `paths`, each once, in a stable order.
+
+    Raises:
+        FileNotFoundError: a path does not exist (a usage error for the CLI).
+    """
+    exclude = tuple(exclude)
+    globs = tuple(text_globs)
+    seen: set[Path] = set()
+    for given in paths:
+        if not given.exists() and not given.is_symlink():
+            raise FileNotFoundError(str(given))
+        if given.is_dir() and not given.is_symlink():
+            files = _walk(given, exclude, globs)
+            root = given
+        elif given.is_file() and not given.is_symlink():
+            files = iter([given])
+            root = given.parent
+        else:
+            continue
+        for path in files:
+            key = path.resolve()
+            if key not in seen:
+                seen.add(key)
+                yield SourceFile(path, root, kind_of(path))
+
+
+def _matches(name: str, rel: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(rel, p) for p in patterns)
+
+
+def _walk(root: Path, exclude: tuple[str, ...], globs: tuple[str, ...]) -> Iterator[Path]:
+    specs: list[tuple[str, pathspec.PathSpec]] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        rel_dir = "" if rel_dir == "." else rel_dir
+        specs = [(base, spec) for base, spec in specs if _within(rel_dir, base)]
+        if ".gitignore" in filenames:
+            spec = _load_gitignore(Path(dirpath) / ".gitignore")
+            if spec is not None:
+                specs.append((rel_dir, spec))
+        kept = []
+        for name in sorted(dirnames):
+            full = os.path.join(dirpath, name)
+            rel = os.path.join(rel_dir, name)
+            if (
+                name in SKIPPED_DIRS
+                or name.endswith(".egg-info")
+                or os.path.islink(full)
+                or os.path.exists(os.path.join(full, "pyvenv.cfg"))
+                or _matches(name, rel, exclude)
+                or _ignored(rel + "/", specs)
+            ):
+                continue
+            kept.append(name)
+        dirnames[:] = kept
+        for name in sorted(filenames):
+            rel = os.path.join(rel_dir, name)
+            full = os.path.join(dirpath, name)
+            if not _matches(name, rel, globs) or _matches(name, rel, exclude):
+                continue
+            if os.path.islink(full) or _ignored(rel, specs):
+                continue
+            yield Path(full)
+
+
+def _within(rel_dir: str, base: str) -> bool:
+    return base == "" or rel_dir == base or rel_dir.startswith(base + os.sep)
+
+
+def _ignored(rel: str, specs: list[tuple[str, pathspec.PathSpec]]) -> bool:
+    for base, spec in specs:
+        sub = rel[len(base) + 1 :] if base else rel
+        if spec.match_file(sub):
+            return True
+    return False
+
+
+def _load_gitignore(path: Path) -> pathspec.PathSpec | None:
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+
+
+def module_name(path: Path, root: Path, packages: Iterable[str]) -> tuple[str | None, bool]:
+    """The dotted module name of a Python file, and whether it is a package `__init__`.
+
+    Walks up through folders that hold an `__init__.py`. When that does not reach one of the
+    table's top-level `packages` (namespace packages, a tree unpacked without `__init__`
+    files), the path below `root` is used from the first component naming such a package.
+    """
+    path = path.absolute()
+    is_init = path.stem == "__init__"
+    parts: list[str] = [] if is_init else [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").exists() and folder != folder.parent:
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    tops = set(packages)
+    if parts and parts[0] not in tops:
+        try:
+            rel = path.relative_to(root.absolute()).with_suffix("").parts
+        except ValueError:
+            rel = ()
+        for index, part in enumerate(rel):
+            if part in tops:
+                parts = [p for p in rel[index:] if p != "__init__"]
+                break
+    if not parts:
+        return None, is_init
+    if not all(p.isidentifier() for p in parts):
+        return None, is_init
+    return ".".join(parts), is_init
+
+
+def package_of(path: Path, root: Path, packages: Iterable[str]) -> str | None:
+    """The package relative imports in `path` are anchored at, or None for a top-level file."""
+    name, is_init = module_name(path, root, packages)
+    if name is None:
+        return None
+    if is_init:
+        return name
+    head, _, _ = name.rpartition(".")
+    return head or None

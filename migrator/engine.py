@@ -1,0 +1,216 @@
+"""One file in, new bytes and findings out: the per-file pipeline.
+
+bytes -> cheap trigger test -> decode (PEP 263 cookie, BOM) -> Python through the libcst
+transformer, notebooks cell by cell, anything else through the text rewriter -> encode in
+the original encoding. Nothing here touches the disk except reading the file.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import tokenize
+from dataclasses import dataclass, field
+
+from migrator import findings as F
+from migrator import text as T
+from migrator.discover import SourceFile, package_of
+from migrator.pysource import PythonOptions, PythonRewriter
+from migrator.resolver import Resolver
+
+
+@dataclass(frozen=True)
+class Options:
+    """Per-run switches. `positions` asks for line/column of every finding (check mode)."""
+
+    comments: bool = True
+    line_length: int | None = None
+    positions: bool = False
+
+
+@dataclass
+class FileResult:
+    """What processing one file produced. `new` is None when the file stays as it is."""
+
+    path: str
+    new: bytes | None = None
+    findings: list[F.Finding] = field(default_factory=list)
+    failed: bool = False
+    parsed: bool = False
+
+
+class Engine:
+    """Processes files against one resolver; cheap to build once per worker process."""
+
+    def __init__(self, resolver: Resolver, options: Options):
+        self.resolver = resolver
+        self.options = options
+        self._trigger = re.compile(resolver.trigger_pattern())
+        self._python_rewriter = PythonRewriter(
+            resolver, re.compile(resolver.trigger_pattern().decode())
+        )
+
+    def process(self, source: SourceFile) -> FileResult:
+        result = FileResult(str(source.path))
+        try:
+            data = source.path.read_bytes()
+        except OSError as exc:
+            return self._fail(result, F.UNREADABLE, f"cannot read: {exc.strerror or exc}")
+        if not self._trigger.search(data):
+            return result
+        if source.kind == "python":
+            return self._python(source, data, result)
+        if source.kind == "notebook":
+            return self._notebook(data, result)
+        return self._text(data, result)
+
+    # -- Python ----------------------------------------------------------------------------
+
+    def _python(self, source: SourceFile, data: bytes, result: FileResult) -> FileResult:
+        try:
+            encoding, text = decode_python(data)
+        except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
+            return self._fail(result, F.UNREADABLE, f"cannot decode: {_reason(exc)}")
+        if T.ignores_file(text):
+            return result
+        package = package_of(source.path, source.root, self.resolver.packages)
+        result.parsed = True
+        try:
+            new_text, findings = self.transform_python(text, package)
+        except SyntaxError as exc:
+            line, col = exc.lineno or 0, exc.offset or 0
+            self._fail(
+                result,
+                F.SYNTAX_ERROR,
+                f"cannot parse: {exc.msg} (line {line}, column {col})",
+                line,
+                col,
+            )
+            if self.options.positions:
+                result.findings.extend(self._text_findings(text)[1])
+            return result
+        result.findings.extend(findings)
+        if new_text != text:
+            try:
+                result.new = new_text.encode(encoding)
+            except UnicodeEncodeError as exc:
+                return self._fail(
+                    result, F.UNWRITABLE, f"cannot encode as {encoding}: {exc.reason}"
+                )
+        return result
+
+    def transform_python(self, text: str, package: str | None) -> tuple[str, list[F.Finding]]:
+        """Rewrite one Python module's source.
+
+        Raises:
+            SyntaxError: `text` is not valid Python.
+        """
+        options = PythonOptions(package, self.options.comments, self.options.line_length)
+        return self._python_rewriter.rewrite(text, options)
+
+    # -- notebooks -------------------------------------------------------------------------
+
+    def _notebook(self, data: bytes, result: FileResult) -> FileResult:
+        try:
+            raw = data.decode("utf-8")
+            notebook = json.loads(raw)
+        except (UnicodeDecodeError, ValueError) as exc:
+            return self._fail(result, F.UNREADABLE, f"not a readable notebook: {_reason(exc)}")
+        if not _canonical_notebook(raw, notebook):
+            # A hand-formatted notebook: rewrite its text in place rather than reformat it.
+            return self._text(data, result)
+        changed = False
+        for number, cell in enumerate(notebook.get("cells", []), start=1):
+            source = cell.get("source")
+            text = "".join(source) if isinstance(source, list) else source
+            if not isinstance(text, str):
+                continue
+            new, findings = self._cell(text, cell.get("cell_type") == "code")
+            for finding in findings:
+                result.findings.append(
+                    F.Finding(
+                        "",
+                        finding.line,
+                        finding.col,
+                        finding.code,
+                        finding.kind,
+                        f"cell {number}: {finding.message}",
+                        finding.old,
+                        finding.new,
+                        finding.step,
+                    )
+                )
+            if new != text:
+                changed = True
+                cell["source"] = new.splitlines(keepends=True) if isinstance(source, list) else new
+        if changed:
+            result.new = (json.dumps(notebook, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+        return result
+
+    def _cell(self, text: str, code: bool) -> tuple[str, list[F.Finding]]:
+        if code:
+            try:
+                return self.transform_python(text, None)
+            except SyntaxError:
+                pass  # IPython magics and shell escapes: fall back to text
+        new, edits = T.rewrite(text, self.resolver)
+        index = T.LineIndex(text)
+        return new, [F.text_finding(e, "text", *index.position(e.start)) for e in edits]
+
+    # -- text ------------------------------------------------------------------------------
+
+    def _text(self, data: bytes, result: FileResult) -> FileResult:
+        encoding = "utf-8-sig" if data.startswith(b"\xef\xbb\xbf") else "utf-8"
+        try:
+            text = data.decode(encoding)
+        except UnicodeDecodeError as exc:
+            return self._fail(result, F.UNREADABLE, f"cannot decode as UTF-8: {_reason(exc)}")
+        if T.ignores_file(text):
+            return result
+        new_text, findings = self._text_findings(text)
+        result.findings.extend(findings)
+        if new_text != text:
+            result.new = new_text.encode(encoding)
+        return result
+
+    def _text_findings(self, text: str) -> tuple[str, list[F.Finding]]:
+        edits = list(T.find_references(text, self.resolver))
+        if not edits:
+            return text, []
+        index = T.LineIndex(text)
+        ignored = T.ignored_lines(text)
+        kept = [e for e in edits if not ignored or index.position(e.start)[0] not in ignored]
+        findings = [F.text_finding(e, "text", *index.position(e.start)) for e in kept]
+        return T.apply_edits(text, kept), findings
+
+    @staticmethod
+    def _fail(
+        result: FileResult, code: str, message: str, line: int = 0, col: int = 0
+    ) -> FileResult:
+        result.failed = True
+        result.new = None
+        result.findings.append(F.failure(code, message, line, col))
+        return result
+
+
+def decode_python(data: bytes) -> tuple[str, str]:
+    """(encoding, text) of Python source bytes per PEP 263 and the BOM.
+
+    Raises:
+        SyntaxError: a malformed or unknown coding cookie.
+        UnicodeDecodeError: bytes invalid in the declared encoding.
+    """
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return encoding, data.decode(encoding)
+
+
+def _canonical_notebook(raw: str, notebook: object) -> bool:
+    """True if writing `notebook` back the way Jupyter does reproduces `raw` exactly."""
+    return json.dumps(notebook, indent=1, ensure_ascii=False) + "\n" == raw
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return f"invalid {exc.encoding} byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -1,0 +1,114 @@
+"""Plans the rewrite of one import statement, independent of syntax trees.
+
+`from M import a, b as c` is a list of (name, alias) pairs below a module. Each pair is
+resolved as the dotted name `M.name`; pairs that land in the same module stay together, in
+order of first appearance. When a binding's last name changes and it has no alias, the old
+name is kept as the alias so code below the import still works.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from migrator.resolver import Resolution, Resolver
+
+
+@dataclass
+class ImportedName:
+    """One `name [as alias]` of a from-import; `resolution` is set when the name moved."""
+
+    name: str
+    alias: str | None
+    resolution: Resolution | None = None
+
+
+@dataclass
+class TargetStatement:
+    """One resulting `from <module> import <names>` (module absolute; dots computed later)."""
+
+    module: str
+    names: list[ImportedName] = field(default_factory=list)
+
+
+@dataclass
+class FromImportPlan:
+    """The rewrite of a from-import: one target per resulting module, plus what fired."""
+
+    targets: list[TargetStatement]
+    resolutions: list[Resolution]
+    removed: list[Resolution]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.resolutions)
+
+    @property
+    def split(self) -> bool:
+        return len(self.targets) > 1
+
+
+def plan_from_import(
+    module: str, names: list[tuple[str, str | None]], resolver: Resolver
+) -> FromImportPlan:
+    """Resolve `from module import names` (module absolute) into target statements.
+
+    A star import follows its module; it cannot follow names that left a module that stays,
+    which the caller reports.
+    """
+    targets: dict[str, TargetStatement] = {}
+    resolutions: list[Resolution] = []
+    removed: list[Resolution] = []
+    for name, alias in names:
+        if name == "*":
+            resolution = resolver.resolve_module(module)
+            new_module, new_name = resolution.new, "*"
+        else:
+            resolution = resolver.resolve(f"{module}.{name}")
+            new_module, _, new_name = resolution.new.rpartition(".")
+        if resolution.removed is not None:
+            removed.append(resolution)
+        moved = resolution.changed
+        if moved:
+            resolutions.append(resolution)
+        if moved and new_name != name and alias is None and name != "*":
+            alias = name
+        entry = ImportedName(new_name, alias, resolution if moved else None)
+        targets.setdefault(new_module, TargetStatement(new_module)).names.append(entry)
+    return FromImportPlan(list(targets.values()), resolutions, removed)
+
+
+def absolute_module(anchor_package: str | None, level: int, module: str | None) -> str | None:
+    """The absolute module a relative import names, or None when it cannot be known.
+
+    `anchor_package` is the package of the importing file (`a.b` for `a/b/c.py` and for
+    `a/b/__init__.py`); `level` is the number of leading dots.
+    """
+    if level == 0:
+        return module
+    if not anchor_package:
+        return None
+    parts = anchor_package.split(".")
+    if level - 1 >= len(parts):
+        return None
+    base = parts[: len(parts) - (level - 1)]
+    return ".".join(base + ([module] if module else []))
+
+
+def relative_module(anchor: str, level: int, target: str) -> tuple[int, str | None]:
+    """Write absolute `target` relative to the package `level` dots name from `anchor`.
+
+    Keeps `level` dots when `target` lies under that package; otherwise climbs with more
+    dots to the nearest common package. Returns (dots, module or None), or (0, target) when
+    the two share no package and the import has to become absolute.
+    """
+    parts = anchor.split(".")
+    base = parts[: len(parts) - (level - 1)]
+    goal = target.split(".")
+    dots = level
+    while base and goal[: len(base)] != base:
+        base = base[:-1]
+        dots += 1
+    if not base:
+        return 0, target
+    rest = goal[len(base) :]
+    return dots, ".".join(rest) or None

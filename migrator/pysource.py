@@ -1,0 +1,548 @@
+"""Rewrites one Python module: locate reference sites with `ast`, edit them in place.
+
+Parsing a whole module into a concrete syntax tree costs ~20x more than CPython's own
+parser, and most of a module holds no reference. So the C parser locates the sites on
+lines that spell a moved name - import statements, attribute chains, string literals,
+f-strings, comments - and each site is edited as a span of the original text: imports
+through the libcst `ImportTransformer` (the statement alone is parsed), everything else
+through the text rewriter. Bytes outside the edited spans never change.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from migrator import findings as F
+from migrator import text as T
+from migrator.resolver import Resolver
+from migrator.transformer import ImportContext, ImportTransformer, rewrite_comment
+from migrator.wrap import ImportStyle, detect_style
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+_REST_IS_COMMENT = re.compile(r"[ \t\f]*(#[^\r\n]*)?")
+_OPEN_PREFIX = re.compile(rf"(?<![A-Za-z0-9_.])({T.IDENT}(?:\.{T.IDENT})*)\.\{{")
+_DOCSTRING_OWNERS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+@dataclass(frozen=True)
+class PythonOptions:
+    """`package` anchors relative imports (None: left alone); `line_length` None: no wrapping."""
+
+    package: str | None = None
+    comments: bool = True
+    line_length: int | None = None
+
+
+@dataclass
+class _Edit:
+    start: int
+    end: int
+    new: str
+
+
+class SourceMap:
+    """Offsets of a text by (line, column): ast reports UTF-8 byte columns, we edit str."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.starts = [0, *(m.end() for m in _NEWLINE.finditer(text))]
+
+    def line(self, number: int) -> str:
+        end = self.starts[number] if number < len(self.starts) else len(self.text)
+        return self.text[self.starts[number - 1] : end]
+
+    def offset(self, lineno: int, col_bytes: int) -> int:
+        line = self.line(lineno)
+        if not line.isascii():
+            col_bytes = len(line.encode("utf-8")[:col_bytes].decode("utf-8", "ignore"))
+        return self.starts[lineno - 1] + col_bytes
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        return (
+            self.offset(node.lineno, node.col_offset),  # type: ignore[attr-defined]
+            self.offset(node.end_lineno, node.end_col_offset),
+        )  # type: ignore[attr-defined]
+
+    def position(self, offset: int) -> tuple[int, int]:
+        """1-based (line, column) of a character offset."""
+        lo, hi = 0, len(self.starts)
+        while lo + 1 < hi:
+            mid = (lo + hi) // 2
+            if self.starts[mid] <= offset:
+                lo = mid
+            else:
+                hi = mid
+        return lo + 1, offset - self.starts[lo] + 1
+
+    def line_end(self, offset: int) -> int:
+        """Offset of the newline that ends the line holding `offset` (or end of text)."""
+        match = _NEWLINE.search(self.text, offset)
+        return match.start() if match else len(self.text)
+
+    def indentation(self, offset: int) -> str | None:
+        """Leading whitespace of the line holding `offset`, or None if code precedes it."""
+        number, column = self.position(offset)
+        before = self.line(number)[: column - 1]
+        return before if not before.strip() else None
+
+
+@dataclass
+class _Sites:
+    """What the locator found on the lines worth looking at."""
+
+    imports: list[ast.stmt] = field(default_factory=list)
+    chains: list[tuple[ast.Attribute, str]] = field(default_factory=list)
+    strings: list[ast.Constant] = field(default_factory=list)
+    fstrings: list[ast.JoinedStr] = field(default_factory=list)
+    calls: list[ast.Call] = field(default_factory=list)
+    docstrings: set[int] = field(default_factory=set)
+
+
+class _Locator:
+    """Walks only the parts of the tree that cover a trigger line."""
+
+    def __init__(self, lines: set[int], packages: tuple[str, ...], aliases: dict[str, str]):
+        self.lines = lines
+        self.first, self.last = min(lines), max(lines)
+        self.heads = set(packages) | set(aliases)
+        self.sites = _Sites()
+
+    def _covers(self, node: ast.AST) -> bool:
+        start = getattr(node, "lineno", None)
+        if start is None:
+            return True
+        decorators = getattr(node, "decorator_list", None)
+        if decorators:
+            start = min(start, *(d.lineno for d in decorators))
+        end = node.end_lineno or start  # type: ignore[attr-defined]
+        if end < self.first or start > self.last:
+            return False
+        return any(line in self.lines for line in range(start, end + 1))
+
+    def visit(self, node: ast.AST) -> None:
+        if isinstance(node, _DOCSTRING_OWNERS):
+            body = node.body
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
+                self.sites.docstrings.add(id(body[0].value))
+        for child in ast.iter_child_nodes(node):
+            if self._covers(child) and self._take(child):
+                self.visit(child)
+
+    def _take(self, node: ast.AST) -> bool:
+        """Record `node` if it is a site; True to look inside it."""
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            self.sites.imports.append(node)
+            return False
+        if isinstance(node, ast.Attribute):
+            name = _dotted(node)
+            if name is None:
+                return True
+            if name.partition(".")[0] in self.heads:
+                self.sites.chains.append((node, name))
+            return False
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, (str, bytes)):
+                self.sites.strings.append(node)
+            return False
+        if isinstance(node, ast.JoinedStr):
+            self.sites.fstrings.append(node)
+            return False
+        if isinstance(node, ast.Call):
+            self.sites.calls.append(node)
+        return True
+
+
+class PythonRewriter:
+    """Rewrites one module's source text; see the module docstring."""
+
+    def __init__(self, resolver: Resolver, trigger: re.Pattern[str]):
+        self.resolver = resolver
+        self.trigger = trigger
+
+    def rewrite(self, text: str, options: PythonOptions) -> tuple[str, list[F.Finding]]:
+        """(new text, findings with positions).
+
+        Raises:
+            SyntaxError: `text` is not valid Python (for the running interpreter).
+        """
+        smap = SourceMap(text)
+        lines = {smap.position(m.start())[0] for m in self.trigger.finditer(text)}
+        if not lines:
+            return text, []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarnings of the user's code are not ours
+            tree = ast.parse(text)
+        aliases = _top_level_aliases(tree, options.package)
+        locator = _Locator(lines, self.resolver.packages, aliases)
+        locator.visit(tree)
+        run = _Run(
+            self.resolver,
+            smap,
+            options,
+            T.ignored_lines(text),
+            aliases,
+            detect_style(text) if options.line_length else ImportStyle.BLACK,
+        )
+        run.imports(locator.sites.imports)
+        run.chains(locator.sites.chains)
+        run.strings(locator.sites.strings, locator.sites.docstrings)
+        run.fstrings(locator.sites.fstrings)
+        run.calls(locator.sites.calls)
+        run.comments(lines, locator.sites)
+        if run.needed_imports:
+            run.add_imports(tree)
+        return run.apply(), sorted(run.findings, key=lambda f: (f.line, f.col))
+
+
+class _Run:
+    """The edits and findings of one rewrite."""
+
+    def __init__(
+        self,
+        resolver: Resolver,
+        smap: SourceMap,
+        options: PythonOptions,
+        ignored: set[int],
+        aliases: dict[str, str],
+        style: ImportStyle,
+    ):
+        self.resolver = resolver
+        self.smap = smap
+        self.options = options
+        self.ignored = ignored
+        self.aliases = aliases
+        self.style = style
+        self.edits: list[_Edit] = []
+        self.findings: list[F.Finding] = []
+        self.needed_imports: dict[str, str] = {}
+        self.import_lines: set[int] = set()
+        nl = _NEWLINE.search(smap.text)
+        self.newline = nl.group() if nl else "\n"
+
+    # -- bookkeeping -----------------------------------------------------------------------
+
+    def _skip(self, start: int, end: int) -> bool:
+        if not self.ignored:
+            return False
+        first, last = self.smap.position(start)[0], self.smap.position(max(start, end - 1))[0]
+        return any(line in self.ignored for line in range(first, last + 1))
+
+    def _at(self, finding: F.Finding, offset: int) -> F.Finding:
+        line, col = self.smap.position(offset)
+        return F.Finding(
+            "",
+            line,
+            col,
+            finding.code,
+            finding.kind,
+            finding.message,
+            finding.old,
+            finding.new,
+            finding.step,
+        )
+
+    def apply(self) -> str:
+        text = self.smap.text
+        out, pos = [], 0
+        for edit in sorted(self.edits, key=lambda e: e.start):
+            if edit.start < pos:
+                continue  # overlapping sites cannot happen; never corrupt text if they do
+            out.append(text[pos : edit.start])
+            out.append(edit.new)
+            pos = edit.end
+        out.append(text[pos:])
+        return "".join(out)
+
+    # -- import statements -----------------------------------------------------------------
+
+    def imports(self, statements: list[ast.stmt]) -> None:
+        for node in statements:
+            start, end = self.smap.span(node)
+            rest = _REST_IS_COMMENT.match(self.smap.text, end)
+            line_end = self.smap.line_end(end)
+            if rest is not None and rest.end() == line_end:
+                end = line_end  # take the trailing comment along: a split keeps it on top
+            first = self.smap.position(start)[0]
+            last = self.smap.position(end)[0]
+            self.import_lines.update(range(first, last + 1))
+            if self._skip(start, end):
+                continue
+            self._import(start, end, self.smap.text[start:end])
+
+    def _import(self, start: int, end: int, segment: str) -> None:
+        indent = self.smap.indentation(start)
+        ctx = ImportContext(
+            self.resolver,
+            self.options.package,
+            line_length=self.options.line_length if indent is not None else None,
+            style=self.style,
+            indent=len(indent or ""),
+            comments=self.options.comments,
+        )
+        try:
+            module = cst.parse_module(
+                segment + self.newline, config=cst.PartialParserConfig(default_newline=self.newline)
+            )
+        except cst.ParserSyntaxError:
+            self._text_span(start, end, "from-import")  # syntax newer than libcst knows
+            return
+        transformer = ImportTransformer(ctx)
+        new_module = module.visit(transformer)
+        self.findings.extend(self._at(f, start) for f in transformer.findings)
+        new = new_module.code[: -len(self.newline)]
+        if new == segment:
+            return
+        if len(new_module.body) > 1 and indent is None:
+            new = "; ".join(cst.Module(body=[s]).code.rstrip("\r\n") for s in new_module.body)
+        elif len(new_module.body) > 1 or "\n" not in segment and "\r" not in segment:
+            # Lines this rewrite created sit at the statement's own indentation.
+            new = new.replace(self.newline, self.newline + (indent or ""))
+        self.edits.append(_Edit(start, end, new))
+
+    # -- attribute chains ------------------------------------------------------------------
+
+    def chains(self, chains: list[tuple[ast.Attribute, str]]) -> None:
+        for node, name in chains:
+            start, end = self.smap.span(node)
+            if self._skip(start, end):
+                continue
+            head = name.partition(".")[0]
+            if head not in self.resolver.packages:
+                self._alias_chain(start, name, head)
+                continue
+            resolution = self.resolver.resolve(name)
+            if resolution.removed:
+                self.findings.append(self._at(F.removed("attribute", resolution), start))
+            if not resolution.changed:
+                continue
+            if self.smap.text[start:end] != name:
+                self.findings.append(
+                    self._at(
+                        F.needs_human(
+                            "attribute",
+                            f"'{name}' is spread over several lines; it moved to "
+                            f"'{resolution.new}' ({F.steps_of(resolution)})",
+                            old=name,
+                        ),
+                        start,
+                    )
+                )
+                continue
+            self.findings.append(self._at(F.moved("attribute", resolution), start))
+            self.edits.append(_Edit(start, end, resolution.new))
+            for hit in resolution.hits:
+                if hit.kind == "symbol":
+                    self.needed_imports[hit.new.rpartition(".")[0]] = hit.old.rpartition(".")[0]
+
+    def _alias_chain(self, start: int, name: str, head: str) -> None:
+        """`m.moved_name` where `m` is bound to an unmoved module whose names moved."""
+        bound = self.aliases[head]
+        if not self.resolver.is_ours(bound) or self.resolver.resolve(bound).changed:
+            return
+        full = bound + name[len(head) :]
+        resolution = self.resolver.resolve(full)
+        if resolution.changed:
+            self.findings.append(
+                self._at(
+                    F.needs_human(
+                        "attribute",
+                        f"'{name}' reaches '{full}' through the local name '{head}'; it "
+                        f"moved to '{resolution.new}' ({F.steps_of(resolution)})",
+                        old=full,
+                    ),
+                    start,
+                )
+            )
+
+    def add_imports(self, tree: ast.Module) -> None:
+        """`import new.module` after `import old.module` for symbols now reached by chains."""
+        present = set()
+        holders: dict[str, ast.Import] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname is None:
+                        present.add(alias.name)
+                        holders.setdefault(alias.name, node)
+        for new, old in self.needed_imports.items():
+            holder = holders.get(old)
+            if new in present or holder is None:
+                continue
+            _, end = self.smap.span(holder)
+            line_end = self.smap.line_end(end)
+            indent = self.smap.indentation(self.smap.span(holder)[0]) or ""
+            self.edits.append(_Edit(line_end, line_end, f"{self.newline}{indent}import {new}"))
+
+    # -- strings ---------------------------------------------------------------------------
+
+    def strings(self, nodes: list[ast.Constant], docstrings: set[int]) -> None:
+        for node in nodes:
+            docstring = id(node) in docstrings
+            if docstring and not self.options.comments:
+                continue
+            start, end = self.smap.span(node)
+            kind = "docstring" if docstring else "string"
+            found = self._text_span(start, end, kind)
+            value = node.value if isinstance(node.value, str) else node.value.decode("latin-1")
+            for edit in T.find_references(value, self.resolver):
+                if edit.fixable and edit.old not in found:
+                    self.findings.append(
+                        self._at(
+                            F.needs_human(
+                                kind,
+                                f"'{edit.old}' is split across adjacent string literals or written "
+                                f"with escapes; write '{edit.new}'",
+                                old=edit.old,
+                            ),
+                            start,
+                        )
+                    )
+
+    def fstrings(self, nodes: list[ast.JoinedStr]) -> None:
+        for node in nodes:
+            start, end = self.smap.span(node)
+            self._text_span(start, end, "string")
+            for match in _OPEN_PREFIX.finditer(self.smap.text, start, end):
+                parent = match.group(1)
+                children = (
+                    self.resolver.moved_children(parent) if self.resolver.is_ours(parent) else {}
+                )
+                if children and not self._skip(start, end):
+                    self.findings.append(
+                        self._at(
+                            F.needs_human(
+                                "string",
+                                f"'{parent}.' is completed by an f-string expression; names "
+                                f"below it moved ({', '.join(sorted(children))})",
+                                old=parent,
+                            ),
+                            match.start(),
+                        )
+                    )
+
+    def _text_span(self, start: int, end: int, kind: str) -> set[str]:
+        """Text-rewrite `text[start:end]`; returns the old texts of the references found."""
+        segment = self.smap.text[start:end]
+        found = set()
+        for edit in T.find_references(segment, self.resolver):
+            found.add(edit.old)
+            if self._skip(start + edit.start, start + edit.end):
+                continue
+            self.findings.append(self._at(F.text_finding(edit, kind), start + edit.start))
+            if edit.fixable:
+                self.edits.append(_Edit(start + edit.start, start + edit.end, edit.new))
+        return found
+
+    # -- calls that pass a parent and a child separately --------------------------------------
+
+    def calls(self, nodes: list[ast.Call]) -> None:
+        for node in nodes:
+            args = [*node.args, *(k.value for k in node.keywords)]
+            strings = [
+                a.value for a in args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+            ]
+            parents = strings + [
+                n for n in (_dotted(a) for a in args if isinstance(a, ast.Attribute)) if n
+            ]
+            for parent in parents:
+                if not self.resolver.is_ours(parent) or self.resolver.resolve(parent).changed:
+                    continue
+                moved = self.resolver.moved_children(parent)
+                child = next(
+                    (s.lstrip(".") for s in strings if s.lstrip(".").split(".")[0] in moved), None
+                )
+                start, end = self.smap.span(node)
+                if child is not None and not self._skip(start, end):
+                    full = f"{parent}.{child}"
+                    self.findings.append(
+                        self._at(
+                            F.needs_human(
+                                "string",
+                                f"'{parent}' and '{child}' are passed separately; together they "
+                                f"name '{full}', which moved to "
+                            f"'{self.resolver.resolve(full).new}'",
+                                old=full,
+                            ),
+                            start,
+                        )
+                    )
+                    break
+
+    # -- comments --------------------------------------------------------------------------
+
+    def comments(self, lines: set[int], sites: _Sites) -> None:
+        if not self.options.comments:
+            return
+        spans = [self.smap.span(n) for n in (*sites.strings, *sites.fstrings)]
+        ctx = ImportContext(self.resolver, self.options.package, comments=False)
+        for number in sorted(lines - self.import_lines):
+            line_start = self.smap.starts[number - 1]
+            line = self.smap.line(number)
+            hash_at = _comment_start(line, line_start, spans)
+            if hash_at is None or number in self.ignored:
+                continue
+            start = line_start + hash_at
+            end = self.smap.line_end(start)
+            new_lines, findings = rewrite_comment(self.smap.text[start:end], ctx)
+            self.findings.extend(self._at(f, start) for f in findings)
+            if new_lines is None:
+                continue
+            indent = self.smap.indentation(start)
+            if indent is None:
+                new = "; ".join([new_lines[0], *(x.lstrip("#").lstrip() for x in new_lines[1:])])
+            else:
+                new = (self.newline + indent).join(new_lines)
+            self.edits.append(_Edit(start, end, new))
+
+
+def _comment_start(line: str, line_start: int, spans: list[tuple[int, int]]) -> int | None:
+    """Index of the `#` that opens a comment on `line`, skipping `#` inside strings."""
+    index = line.find("#")
+    while index >= 0:
+        offset = line_start + index
+        if not any(start <= offset < end for start, end in spans):
+            return index
+        index = line.find("#", index + 1)
+    return None
+
+
+def _dotted(node: ast.expr) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _top_level_aliases(tree: ast.Module, package: str | None) -> dict[str, str]:
+    """Local names bound by module-level imports to a dotted path (`import a.b as m`)."""
+    aliases: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            aliases.update({a.asname: a.name for a in node.names if a.asname})
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                if not package:
+                    continue
+                parts = package.split(".")
+                if node.level - 1 >= len(parts):
+                    continue
+                base = ".".join([*parts[: len(parts) - node.level + 1], *([base] if base else [])])
+            for alias in node.names:
+                if alias.name != "*":
+                    aliases[alias.asname or alias.name] = f"{base}.{alias.name}"
+    return aliases

@@ -1,0 +1,126 @@
+"""Turns findings into text, JSON, GitHub annotations, SARIF, diffs and run summaries."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from migrator import __version__
+from migrator import findings as F
+
+FORMATS = ("text", "json", "github", "sarif")
+
+
+def text_line(finding: F.Finding) -> str:
+    """`path:line:col: CODE message`, the form editors and pre-commit understand."""
+    where = f"{finding.path}:{max(finding.line, 1)}:{max(finding.col, 1)}"
+    return f"{where}: {finding.code} {finding.message}"
+
+
+def render(findings: Sequence[F.Finding], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps([_as_dict(f) for f in findings], indent=2, ensure_ascii=False) + "\n"
+    if fmt == "github":
+        return "".join(_github(f) + "\n" for f in findings)
+    if fmt == "sarif":
+        return json.dumps(_sarif(findings), indent=2, ensure_ascii=False) + "\n"
+    return "".join(text_line(f) + "\n" for f in findings)
+
+
+def _as_dict(finding: F.Finding) -> dict[str, object]:
+    return {
+        "code": finding.code,
+        "message": finding.message,
+        "path": finding.path,
+        "line": max(finding.line, 1),
+        "column": max(finding.col, 1),
+        "kind": finding.kind,
+        "old": finding.old,
+        "new": finding.new or None,
+        "step": finding.step or None,
+        "fixable": finding.fixable,
+    }
+
+
+def _github(finding: F.Finding) -> str:
+    level = "error" if finding.code != F.NEEDS_HUMAN else "warning"
+    message = finding.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return (
+        f"::{level} title=vam ({finding.code}),file={finding.path},line={max(finding.line, 1)},"
+        f"col={max(finding.col, 1)}::{finding.code} {message}"
+    )
+
+
+def _sarif(findings: Sequence[F.Finding]) -> dict[str, object]:
+    codes = sorted(F.CODE_TITLES)
+    return {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "vam",
+                        "version": __version__,
+                        "informationUri": "https://github.com/vam-project/vam",
+                        "rules": [
+                            {"id": c, "shortDescription": {"text": F.CODE_TITLES[c]}} for c in codes
+                        ],
+                    }
+                },
+                "results": [
+                    {
+                        "ruleId": f.code,
+                        "ruleIndex": codes.index(f.code),
+                        "level": "warning" if f.code == F.NEEDS_HUMAN else "error",
+                        "message": {"text": f.message},
+                        "locations": [
+                            {
+                                "physicalLocation": {
+                                    "artifactLocation": {"uri": f.path.replace("\\", "/")},
+                                    "region": {
+                                        "startLine": max(f.line, 1),
+                                        "startColumn": max(f.col, 1),
+                                    },
+                                }
+                            }
+                        ],
+                    }
+                    for f in findings
+                ],
+            }
+        ],
+    }
+
+
+def unified_diff(path: str, old: bytes, new: bytes, encoding: str = "utf-8") -> str:
+    """A unified diff of two versions of a file (bytes decoded leniently for display)."""
+    before = old.decode(encoding, errors="replace").splitlines(keepends=True)
+    after = new.decode(encoding, errors="replace").splitlines(keepends=True)
+    lines = difflib.unified_diff(before, after, fromfile=f"a/{path}", tofile=f"b/{path}")
+    return "".join(
+        line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n"
+        for line in lines
+    )
+
+
+def kind_counts(findings: Iterable[F.Finding]) -> Counter[str]:
+    return Counter(f.kind for f in findings if f.code == F.MOVED)
+
+
+def summary(
+    scanned: int, parsed: int, changed: int, failed: int, kinds: Counter[str], dry_run: bool
+) -> str:
+    """The closing lines of a run: counts of files and of references by kind."""
+    verb = "would change" if dry_run else "changed"
+    refs = sum(kinds.values())
+    lines = [
+        f"vam: {scanned} files scanned, {parsed} parsed, {changed} {verb}, {failed} failed; "
+        f"{refs} references {'to rewrite' if dry_run else 'rewritten'}"
+    ]
+    width = max((len(k) for k in kinds), default=0)
+    for kind, count in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])):
+        lines.append(f"  {kind.ljust(width)}  {count}")
+    return "\n".join(lines)

@@ -1,0 +1,156 @@
+"""What maps to what: applies the steps of a move table to one dotted name.
+
+The resolver knows nothing of files or syntax. Given `vllm_ascend.distributed.kvpool.backend`
+it answers with the new name and the rules that fired, composing the active steps in order
+(from the user's `--from` version to `--to`), each step firing at most once per name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from rules import ModuleMove, Pack, Removal, RulesError, Step, SymbolMove, version_key
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One rule that fired on a name: `old` (a prefix of the name) became `new` in `step`."""
+
+    old: str
+    new: str
+    step: str
+    kind: str  # "module" | "symbol"
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The fate of one dotted name: rewritten (`new`), removed (`removed`), or both empty."""
+
+    name: str
+    new: str
+    hits: tuple[Hit, ...] = ()
+    removed: Removal | None = None
+    removed_step: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return self.new != self.name
+
+    @property
+    def first(self) -> Hit:
+        return self.hits[0]
+
+
+class Resolver:
+    """Applies the steps of `pack` whose version lies in (from_version, to_version].
+
+    Raises:
+        RulesError: an unknown `from_version`/`to_version` ordering (from after to).
+    """
+
+    def __init__(self, pack: Pack, from_version: str | None = None, to_version: str | None = None):
+        self.pack = pack
+        low = version_key(from_version) if from_version else None
+        high = version_key(to_version) if to_version else None
+        if low is not None and high is not None and low > high:
+            raise RulesError(f"--from {from_version} is after --to {to_version}")
+        self.steps: tuple[Step, ...] = tuple(
+            s
+            for s in pack.steps
+            if (low is None or version_key(s.version) > low)
+            and (high is None or version_key(s.version) <= high)
+        )
+        self._modules = [{m.old: m for m in s.modules} for s in self.steps]
+        self._symbols = [{m.old: m for m in s.symbols} for s in self.steps]
+        self._removed = [{r.old: r for r in s.removed} for s in self.steps]
+        self.packages: tuple[str, ...] = pack.packages
+        self.resolve = lru_cache(maxsize=65536)(self._resolve)
+        self.resolve_module = lru_cache(maxsize=65536)(self._resolve_module)
+
+    # -- queries -------------------------------------------------------------------------
+
+    def leaf_names(self) -> set[str]:
+        """Last components of every `old`: any reference to a moved name must contain one."""
+        return {old.rpartition(".")[2] for step in self.steps for old, _ in step.olds()}
+
+    def symbol_sources(self) -> set[str]:
+        """Modules that stay but lost names (a star import from them needs a human)."""
+        return {m.old_module for step in self.steps for m in step.symbols}
+
+    def moved_children(self, parent: str) -> dict[str, str]:
+        """Names directly below `parent` that some active rule moves, old child -> full old."""
+        out: dict[str, str] = {}
+        for step in self.steps:
+            for old, _ in step.olds():
+                head, _, tail = old.rpartition(".")
+                if head == parent:
+                    out[tail] = old
+        return out
+
+    def trigger_pattern(self) -> bytes:
+        """A bytes regex that matches every file that may hold a reference.
+
+        A reference to a moved or removed name always spells its last component (absolute,
+        relative, dotted, attribute chain or file path), so files without any of them are
+        never parsed. A star import from a symbol source is the one form that spells none.
+        """
+        words = sorted(self.leaf_names(), key=len, reverse=True)
+        alternatives = [rf"\b(?:{'|'.join(map(re.escape, words))})\b"] if words else []
+        for module in sorted(self.symbol_sources()):
+            leaf = re.escape(module.rpartition(".")[2])
+            alternatives.append(rf"\b{leaf}[\s\\]+import[\s\\(]+\*")
+        return "|".join(alternatives).encode() or rb"(?!)"
+
+    def is_ours(self, dotted: str) -> bool:
+        return dotted.partition(".")[0] in self.packages
+
+    # -- resolution ------------------------------------------------------------------------
+
+    def _resolve(self, name: str) -> Resolution:
+        """Resolve a dotted name that may continue past a module into attributes."""
+        return self._walk(name, symbols=True)
+
+    def _resolve_module(self, name: str) -> Resolution:
+        """Resolve a name known to denote a module or package (imports, file paths)."""
+        return self._walk(name, symbols=False)
+
+    def _walk(self, name: str, symbols: bool) -> Resolution:
+        current = name
+        hits: list[Hit] = []
+        for index, step in enumerate(self.steps):
+            removal = _longest(current, self._removed[index])
+            if removal is not None:
+                return Resolution(name, name, tuple(hits), removal, step.version)
+            hit = self._apply(current, index, symbols)
+            if hit is not None:
+                old, new, kind = hit
+                hits.append(Hit(old, new, step.version, kind))
+                current = new + current[len(old) :]
+        return Resolution(name, current, tuple(hits))
+
+    def _apply(self, name: str, index: int, symbols: bool) -> tuple[str, str, str] | None:
+        module = _longest(name, self._modules[index])
+        symbol = _longest(name, self._symbols[index]) if symbols else None
+        # A symbol rule is always deeper than the (unmoved) module that held it.
+        if symbol is not None:
+            return symbol.old, symbol.new, "symbol"
+        if module is not None:
+            return module.old, module.new, "module"
+        return None
+
+
+def _longest(name: str, table: dict[str, ModuleMove] | dict[str, SymbolMove] | dict[str, Removal]):  # type: ignore[no-untyped-def]
+    """The rule whose `old` is the longest whole-component prefix of `name`, if any."""
+    if not table:
+        return None
+    probe = name
+    while True:
+        rule = table.get(probe)
+        if rule is not None:
+            return rule
+        cut = probe.rfind(".")
+        if cut < 0:
+            return None
+        probe = probe[:cut]

@@ -1,0 +1,98 @@
+"""Runs the per-file pipeline over many files, in worker processes, and writes results.
+
+Each worker builds its own `Engine` once; a file is read, transformed and (when asked)
+written atomically by the same worker, so only findings travel back to the parent.
+Results come back in input order, so output is deterministic whatever `jobs` is.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from migrator import findings as F
+from migrator.discover import SourceFile
+from migrator.engine import Engine, FileResult, Options
+from migrator.resolver import Resolver
+from migrator.writer import WriteRefused, atomic_write
+from rules import Pack
+
+# Below this many files a pool costs more than it saves.
+_POOL_THRESHOLD = 64
+_CHUNK = 16
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything a worker needs to rebuild the engine (picklable)."""
+
+    pack: Pack
+    from_version: str | None
+    to_version: str | None
+    options: Options
+    write: bool
+    keep_new: bool
+
+
+_engine: Engine | None = None
+_job: Job | None = None
+
+
+def _init(job: Job) -> None:
+    global _engine, _job
+    _job = job
+    _engine = Engine(Resolver(job.pack, job.from_version, job.to_version), job.options)
+
+
+def _work(source: SourceFile) -> FileResult:
+    assert _engine is not None and _job is not None
+    result = _engine.process(source)
+    if result.new is not None and _job.write:
+        try:
+            atomic_write(source.path, result.new)
+        except WriteRefused as exc:
+            result.failed = True
+            result.findings.append(F.failure(F.UNWRITABLE, f"not written: {exc}"))
+            result.new = None
+        except OSError as exc:
+            result.failed = True
+            result.findings.append(F.failure(F.UNWRITABLE, f"cannot write: {exc.strerror or exc}"))
+            result.new = None
+    if result.new is not None and not _job.keep_new:
+        result.new = b""  # changed; the bytes themselves are not needed by the parent
+    result.findings = [f.with_path(result.path) for f in result.findings]
+    return result
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def run(
+    sources: Sequence[SourceFile],
+    job: Job,
+    jobs: int,
+    on_result: Callable[[FileResult], None] | None = None,
+) -> Iterator[FileResult]:
+    """Process `sources`, yielding one result per file in input order."""
+    if jobs <= 1 or len(sources) < _POOL_THRESHOLD:
+        _init(job)
+        for source in sources:
+            result = _work(source)
+            if on_result:
+                on_result(result)
+            yield result
+        return
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    context = multiprocessing.get_context(method)
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_init, initargs=(job,)) as pool:
+        for result in pool.map(_work, sources, chunksize=_CHUNK):
+            if on_result:
+                on_result(result)
+            yield result

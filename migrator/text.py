@@ -1,0 +1,165 @@
+"""Rewrites references inside plain text: configs, docs, scripts, and Python strings/comments.
+
+A reference starts at a top-level package of the table (not preceded by an ASCII letter,
+digit, `_` or `.`) and is either dotted (`pkg.mod.attr`, `pkg.mod:obj`) or a file path
+(`pkg/mod.py`, `pkg/sub/`). It ends at the first character that is not an ASCII letter,
+digit or `_`, so CJK text, quotes and backslash escapes all end it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+
+from migrator.resolver import Resolution, Resolver
+
+IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+PRAGMA_LINE = "vam: ignore"
+PRAGMA_FILE = "vam: ignore-file"
+_PRAGMA_LINE_RE = re.compile(r"vam:\s*ignore(?!-)\b")
+
+
+@dataclass(frozen=True)
+class TextEdit:
+    """One reference found in a text: `text[start:end]` is `old`, to become `new`.
+
+    `form` is "dotted", "entry-point" or "path". `new` equals `old` for references that
+    cannot be rewritten (removed names): those carry `resolution.removed`.
+    """
+
+    start: int
+    end: int
+    old: str
+    new: str
+    form: str
+    resolution: Resolution
+
+    @property
+    def fixable(self) -> bool:
+        return self.new != self.old
+
+
+@lru_cache(maxsize=16)
+def _reference_re(packages: tuple[str, ...]) -> re.Pattern[str]:
+    tops = "|".join(map(re.escape, sorted(packages, key=len, reverse=True)))
+    return re.compile(
+        rf"(?<![A-Za-z0-9_.])(?:{tops})"
+        rf"(?:(?P<dotted>(?:\.{IDENT})+)(?::(?P<obj>{IDENT}))?|(?P<slashed>(?:/{IDENT})+))"
+    )
+
+
+def find_references(text: str, resolver: Resolver) -> Iterator[TextEdit]:
+    """Every reference in `text` that the active steps move or remove, in order."""
+    if not any(p in text for p in resolver.packages):
+        return
+    for match in _reference_re(resolver.packages).finditer(text):
+        if match.group("slashed") is not None:
+            edit = _path_edit(text, match, resolver)
+        else:
+            edit = _dotted_edit(match, resolver)
+        if edit is not None:
+            yield edit
+
+
+def _dotted_edit(match: re.Match[str], resolver: Resolver) -> TextEdit | None:
+    obj = match.group("obj")
+    dotted_end = match.end("dotted")
+    name = match.string[match.start() : dotted_end]
+    if obj is not None:
+        # Entry-point form `pkg.mod:obj`: the object may itself be a moved symbol.
+        as_symbol = resolver.resolve(f"{name}.{obj}")
+        module = resolver.resolve_module(name)
+        if as_symbol.hits and as_symbol.first.kind == "symbol":
+            new_module, _, new_obj = as_symbol.new.rpartition(".")
+            return TextEdit(
+                match.start(),
+                match.end(),
+                match.group(),
+                f"{new_module}:{new_obj}",
+                "entry-point",
+                as_symbol,
+            )
+        if module.changed or module.removed:
+            return TextEdit(match.start(), dotted_end, name, module.new, "entry-point", module)
+        return None
+    resolution = resolver.resolve(name)
+    if resolution.changed or resolution.removed:
+        return TextEdit(match.start(), dotted_end, name, resolution.new, "dotted", resolution)
+    return None
+
+
+def _path_edit(text: str, match: re.Match[str], resolver: Resolver) -> TextEdit | None:
+    path = match.group()
+    resolution = resolver.resolve_module(path.replace("/", "."))
+    if not (resolution.changed or resolution.removed):
+        return None
+    if resolution.hits:
+        rule_old = resolution.first.old
+    else:
+        assert resolution.removed is not None
+        rule_old = resolution.removed.old
+    if resolution.name == rule_old:
+        # The path names the moved module itself: a file `mod.py`, a package `mod/`, or the
+        # bare module path. `mod.json` is some other file that merely shares the stem.
+        after = text[match.end() : match.end() + 5]
+        if after.startswith(".") and not re.match(r"\.pyi?(?![A-Za-z0-9_])", after):
+            return None
+    new = resolution.new.replace(".", "/")
+    return TextEdit(match.start(), match.end(), path, new, "path", resolution)
+
+
+def ignored_lines(text: str) -> set[int]:
+    """1-based numbers of the lines that carry a `vam: ignore` pragma."""
+    if PRAGMA_LINE not in text and not _PRAGMA_LINE_RE.search(text):
+        return set()
+    return {
+        number
+        for number, line in enumerate(text.splitlines(), start=1)
+        if _PRAGMA_LINE_RE.search(line)
+    }
+
+
+def ignores_file(text: str) -> bool:
+    return re.search(r"vam:\s*ignore-file\b", text) is not None
+
+
+def apply_edits(text: str, edits: list[TextEdit]) -> str:
+    """`text` with every fixable edit applied (edits must not overlap, in any order)."""
+    out: list[str] = []
+    pos = 0
+    for edit in sorted(edits, key=lambda e: e.start):
+        if not edit.fixable:
+            continue
+        out.append(text[pos : edit.start])
+        out.append(edit.new)
+        pos = edit.end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def rewrite(text: str, resolver: Resolver) -> tuple[str, list[TextEdit]]:
+    """Rewrite every reference in `text`; returns the new text and all references found."""
+    edits = list(find_references(text, resolver))
+    if not edits:
+        return text, edits
+    return apply_edits(text, edits), edits
+
+
+class LineIndex:
+    """Maps offsets in a text to 1-based (line, column) pairs."""
+
+    def __init__(self, text: str):
+        self._starts = [0]
+        self._starts.extend(m.end() for m in re.finditer(r"\r\n|\r|\n", text))
+
+    def position(self, offset: int) -> tuple[int, int]:
+        lo, hi = 0, len(self._starts)
+        while lo + 1 < hi:
+            mid = (lo + hi) // 2
+            if self._starts[mid] <= offset:
+                lo = mid
+            else:
+                hi = mid
+        return lo + 1, offset - self._starts[lo] + 1

@@ -1,0 +1,280 @@
+"""The libcst transformer for import statements (and import statements commented out).
+
+An import is re-planned by `migrator.imports` and written back with libcst, so everything
+the plan does not change - parentheses, comments, continuation lines, spacing - is
+rendered byte for byte. The transformer runs on one statement at a time: the locator
+(`migrator.locator`) finds the statements worth parsing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.helpers import get_full_name_for_node
+
+from migrator import findings as F
+from migrator import text as T
+from migrator.imports import (
+    FromImportPlan,
+    TargetStatement,
+    absolute_module,
+    plan_from_import,
+    relative_module,
+)
+from migrator.resolver import Resolver
+from migrator.wrap import ImportStyle, wrap_from_import
+
+_COMMENTED_IMPORT = re.compile(r"(#\s*)((?:from|import)\s.*)$", re.S)
+
+
+@dataclass(frozen=True)
+class ImportContext:
+    """What an import rewrite needs besides the statement.
+
+    `package` anchors relative imports (None when the file's package is unknown: they are
+    left alone). `line_length` is None when the project configures none. `indent` is the
+    width of the indentation the statement sits at.
+    """
+
+    resolver: Resolver
+    package: str | None = None
+    line_length: int | None = None
+    style: ImportStyle = ImportStyle.BLACK
+    indent: int = 0
+    comments: bool = True
+
+
+class ImportTransformer(cst.CSTTransformer):
+    """Rewrites the import statements of a (small) module; findings carry no positions."""
+
+    def __init__(self, ctx: ImportContext):
+        super().__init__()
+        self.ctx = ctx
+        self.resolver = ctx.resolver
+        self.findings: list[F.Finding] = []
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        groups: list[list[cst.BaseSmallStatement]] = []
+        for statement in updated_node.body:
+            if isinstance(statement, cst.Import):
+                groups.append([self._rewrite_import(statement)])
+            elif isinstance(statement, cst.ImportFrom):
+                groups.append(self._rewrite_from_import(statement))
+            else:
+                groups.append([statement])
+        if all(len(g) == 1 for g in groups):
+            new_line = updated_node.with_changes(body=[g[0] for g in groups])
+            return new_line if new_line.deep_equals(original_node) else self._wrap_if_long(new_line)
+        if len(groups) == 1:
+            return self._split_line(updated_node, groups[0])
+        # `a; from m import x, y` that splits: keep one physical line, separated by `;`.
+        semicolon = cst.Semicolon(whitespace_after=cst.SimpleWhitespace(" "))
+        flat = [s.with_changes(semicolon=semicolon) for g in groups for s in g]
+        flat[-1] = flat[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+        return updated_node.with_changes(body=flat)
+
+    def leave_Comment(self, original_node: cst.Comment, updated_node: cst.Comment) -> cst.Comment:
+        if not self.ctx.comments:
+            return updated_node
+        lines, findings = rewrite_comment(updated_node.value, self.ctx)
+        self.findings.extend(findings)
+        return updated_node if lines is None else cst.Comment("; ".join(_join_comment(lines)))
+
+    # -- statements ------------------------------------------------------------------------
+
+    def _split_line(
+        self, line: cst.SimpleStatementLine, statements: list[cst.BaseSmallStatement]
+    ) -> cst.FlattenSentinel[cst.BaseStatement]:
+        """One line per resulting statement; the first keeps leading lines and the comment."""
+        out: list[cst.BaseStatement] = []
+        for index, statement in enumerate(statements):
+            new_line = cst.SimpleStatementLine(
+                body=[statement],
+                leading_lines=line.leading_lines if index == 0 else (),
+                trailing_whitespace=line.trailing_whitespace
+                if index == 0
+                else cst.TrailingWhitespace(),
+            )
+            out.append(self._wrap_if_long(new_line))
+        return cst.FlattenSentinel(out)
+
+    def _rewrite_import(self, node: cst.Import) -> cst.Import:
+        names = []
+        for alias in node.names:
+            name = get_full_name_for_node(alias.name)
+            if not name or not self.resolver.is_ours(name):
+                names.append(alias)
+                continue
+            resolution = self.resolver.resolve_module(name)
+            if resolution.removed:
+                self.findings.append(F.removed("import", resolution))
+            if not resolution.changed:
+                names.append(alias)
+                continue
+            self.findings.append(F.moved("import", resolution))
+            names.append(alias.with_changes(name=dotted_node(resolution.new)))
+        return node.with_changes(names=names)
+
+    def _absolute(self, node: cst.ImportFrom) -> str | None:
+        module = get_full_name_for_node(node.module) if node.module else None
+        return absolute_module(self.ctx.package, len(node.relative), module)
+
+    def _rewrite_from_import(self, node: cst.ImportFrom) -> list[cst.BaseSmallStatement]:
+        module = self._absolute(node)
+        if module is None or not self.resolver.is_ours(module):
+            return [node]
+        kind = "relative-import" if node.relative else "from-import"
+        if isinstance(node.names, cst.ImportStar):
+            names: list[tuple[str, str | None]] = [("*", None)]
+            self._check_star(module, kind)
+        else:
+            names = [(get_full_name_for_node(a.name) or "", a.evaluated_alias) for a in node.names]
+        plan = plan_from_import(module, names, self.resolver)
+        self.findings.extend(F.removed(kind, r) for r in plan.removed)
+        if not plan.changed:
+            return [node]
+        self._report_plan(plan, module, kind if node.relative else None)
+        if not plan.split:
+            return [self._retarget(node, plan.targets[0])]
+        return [self._fresh_from_import(node, target) for target in plan.targets]
+
+    def _check_star(self, module: str, kind: str) -> None:
+        if module not in self.resolver.symbol_sources():
+            return
+        moved = sorted(
+            m.old_name for s in self.resolver.steps for m in s.symbols if m.old_module == module
+        )
+        self.findings.append(
+            F.needs_human(
+                kind,
+                f"star import from '{module}', whose names {', '.join(moved)} moved: import them "
+                "from their new module explicitly",
+                old=module,
+            )
+        )
+
+    def _report_plan(self, plan: FromImportPlan, module: str, relative_kind: str | None) -> None:
+        module_res = self.resolver.resolve_module(module)
+        if module_res.changed and not plan.split:
+            self.findings.append(F.moved(relative_kind or "from-import", module_res))
+            return
+        for resolution in plan.resolutions:
+            kind = "symbol-import" if resolution.first.kind == "symbol" else "submodule-import"
+            self.findings.append(F.moved(relative_kind or kind, resolution))
+
+    def _module_fields(self, node: cst.ImportFrom, target: str) -> dict[str, object]:
+        """`module` and `relative` fields naming absolute `target`, relative if `node` was."""
+        if not node.relative:
+            return {"module": dotted_node(target)}
+        level = len(node.relative)
+        # A file inside a moved package moves with it: keep imports relative to its new home.
+        anchor = self.resolver.resolve_module(self.ctx.package or "").new
+        dots, rest = relative_module(anchor, level, target)
+        if dots == 0:
+            return {"module": dotted_node(target), "relative": []}
+        return {"module": dotted_node(rest) if rest else None, "relative": [cst.Dot()] * dots}
+
+    def _retarget(self, node: cst.ImportFrom, target: TargetStatement) -> cst.ImportFrom:
+        """Same statement, new module text and names: keeps parentheses, comments, layout."""
+        changes = self._module_fields(node, target.module)
+        if not isinstance(node.names, cst.ImportStar):
+            aliases = []
+            for alias, entry in zip(node.names, target.names, strict=True):
+                if entry.resolution is not None and entry.name != get_full_name_for_node(
+                    alias.name
+                ):
+                    alias = alias.with_changes(
+                        name=dotted_node(entry.name),
+                        asname=cst.AsName(name=cst.Name(entry.alias))
+                        if entry.alias
+                        else alias.asname,
+                    )
+                aliases.append(alias)
+            changes["names"] = aliases
+        if node.module is None and changes.get("module") is not None:
+            changes["whitespace_after_from"] = cst.SimpleWhitespace(" ")
+        return node.with_changes(**changes)
+
+    def _fresh_from_import(self, node: cst.ImportFrom, target: TargetStatement) -> cst.ImportFrom:
+        """A one-line `from <module> import a[ as b], ...` for a split statement."""
+        aliases = [
+            cst.ImportAlias(
+                name=dotted_node(entry.name),
+                asname=cst.AsName(name=cst.Name(entry.alias)) if entry.alias else None,
+                comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")),
+            )
+            for entry in target.names
+        ]
+        aliases[-1] = aliases[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        fields = self._module_fields(node, target.module)
+        return cst.ImportFrom(
+            module=fields["module"],  # type: ignore[arg-type]
+            names=aliases,
+            relative=fields.get("relative", ()),  # type: ignore[arg-type]
+        )
+
+    def _wrap_if_long(self, line: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+        limit = self.ctx.line_length
+        if limit is None or len(line.body) != 1 or not isinstance(line.body[0], cst.ImportFrom):
+            return line
+        code = cst.Module(body=[line]).code.rstrip("\r\n")
+        if "\n" in code or self.ctx.indent + len(code) <= limit:
+            return line
+        return line.with_changes(
+            body=[wrap_from_import(line.body[0], self.ctx.style, self.ctx.indent, limit)]
+        )
+
+
+def rewrite_comment(value: str, ctx: ImportContext) -> tuple[list[str] | None, list[F.Finding]]:
+    """New text of a comment (one entry per resulting line, None when nothing changes).
+
+    Commented-out code counts as code: an import statement is re-planned by the import
+    rules; any other comment goes through the text rewriter. Findings carry no positions.
+    """
+    match = _COMMENTED_IMPORT.match(value)
+    if match:
+        result = _rewrite_commented_import(match.group(1), match.group(2), ctx)
+        if result is not None:
+            return result
+    new, edits = T.rewrite(value, ctx.resolver)
+    findings = [F.text_finding(edit, "comment") for edit in edits]
+    return (None if new == value else [new]), findings
+
+
+def _rewrite_commented_import(
+    lead: str, code: str, ctx: ImportContext
+) -> tuple[list[str] | None, list[F.Finding]] | None:
+    try:
+        statement = cst.parse_statement(code)
+    except cst.ParserSyntaxError:
+        return None
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    if not isinstance(statement.body[0], (cst.Import, cst.ImportFrom)):
+        return None
+    sub = ImportTransformer(ImportContext(ctx.resolver, ctx.package, comments=False))
+    new = cst.Module(body=[statement]).visit(sub)
+    findings = [
+        F.Finding("", 0, 0, f.code, "comment", f.message, f.old, f.new, f.step)
+        for f in sub.findings
+    ]
+    if not any(f.fixable for f in findings):
+        return None, findings
+    return [lead + line for line in new.code.rstrip("\r\n").splitlines()], findings
+
+
+def _join_comment(lines: list[str]) -> list[str]:
+    """A trailing comment cannot span lines: continuation statements lose their `#`."""
+    return [lines[0], *(line.lstrip("#").lstrip() for line in lines[1:])]
+
+
+def dotted_node(dotted: str) -> cst.Attribute | cst.Name:
+    parts = dotted.split(".")
+    node: cst.Attribute | cst.Name = cst.Name(parts[0])
+    for part in parts[1:]:
+        node = cst.Attribute(value=node, attr=cst.Name(part))
+    return node
