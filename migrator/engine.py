@@ -47,9 +47,9 @@ class Engine:
         self.resolver = resolver
         self.options = options
         self._trigger = re.compile(resolver.trigger_pattern())
-        self._python_rewriter = PythonRewriter(
-            resolver, re.compile(resolver.trigger_pattern().decode())
-        )
+        # ASCII word boundaries: `mooncake_connector中` still names the module.
+        line_trigger = re.compile(resolver.trigger_pattern().decode(), re.ASCII)
+        self._python_rewriter = PythonRewriter(resolver, line_trigger)
 
     def process(self, source: SourceFile) -> FileResult:
         result = FileResult(str(source.path))

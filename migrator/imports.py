@@ -20,6 +20,7 @@ class ImportedName:
     name: str
     alias: str | None
     resolution: Resolution | None = None
+    index: int = 0  # position in the original statement
 
 
 @dataclass
@@ -58,7 +59,7 @@ def plan_from_import(
     targets: dict[str, TargetStatement] = {}
     resolutions: list[Resolution] = []
     removed: list[Resolution] = []
-    for name, alias in names:
+    for index, (name, alias) in enumerate(names):
         if name == "*":
             resolution = resolver.resolve_module(module)
             new_module, new_name = resolution.new, "*"
@@ -72,7 +73,7 @@ def plan_from_import(
             resolutions.append(resolution)
         if moved and new_name != name and alias is None and name != "*":
             alias = name
-        entry = ImportedName(new_name, alias, resolution if moved else None)
+        entry = ImportedName(new_name, alias, resolution if moved else None, index)
         targets.setdefault(new_module, TargetStatement(new_module)).names.append(entry)
     return FromImportPlan(list(targets.values()), resolutions, removed)
 

@@ -94,13 +94,20 @@ class Resolver:
 
         A reference to a moved or removed name always spells its last component (absolute,
         relative, dotted, attribute chain or file path), so files without any of them are
-        never parsed. A star import from a symbol source is the one form that spells none.
+        never parsed. Two forms spell none, and are matched on their own: a star import from
+        a module that lost names, and an f-string that completes a parent (`pkg.{name}`).
         """
         words = sorted(self.leaf_names(), key=len, reverse=True)
         alternatives = [rf"\b(?:{'|'.join(map(re.escape, words))})\b"] if words else []
         for module in sorted(self.symbol_sources()):
             leaf = re.escape(module.rpartition(".")[2])
             alternatives.append(rf"\b{leaf}[\s\\]+import[\s\\(]+\*")
+        parents = {
+            old.rpartition(".")[0].rpartition(".")[2] for step in self.steps for old, _ in step.olds()
+        }
+        if parents - {""}:
+            joined = "|".join(map(re.escape, sorted(parents - {""})))
+            alternatives.append(rf"\b(?:{joined})\.\{{")
         return "|".join(alternatives).encode() or rb"(?!)"
 
     def is_ours(self, dotted: str) -> bool:

@@ -54,6 +54,8 @@ class ImportTransformer(cst.CSTTransformer):
         self.ctx = ctx
         self.resolver = ctx.resolver
         self.findings: list[F.Finding] = []
+        # Comments inside a statement that is split, by the id of the new statement they follow.
+        self._inner_comments: dict[int, list[str]] = {}
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
@@ -68,7 +70,15 @@ class ImportTransformer(cst.CSTTransformer):
                 groups.append([statement])
         if all(len(g) == 1 for g in groups):
             new_line = updated_node.with_changes(body=[g[0] for g in groups])
-            return new_line if new_line.deep_equals(original_node) else self._wrap_if_long(new_line)
+            if new_line.deep_equals(original_node):
+                return new_line
+            if self._too_long(new_line) and _multi_name_import(new_line):
+                # `import a, b` cannot be wrapped in parentheses: one statement per name.
+                names = new_line.body[0].names  # type: ignore[attr-defined]
+                return self._split_line(new_line, [
+                    cst.Import(names=[n.with_changes(comma=cst.MaybeSentinel.DEFAULT)])
+                    for n in names])
+            return self._wrap_if_long(new_line)
         if len(groups) == 1:
             return self._split_line(updated_node, groups[0])
         # `a; from m import x, y` that splits: keep one physical line, separated by `;`.
@@ -92,12 +102,18 @@ class ImportTransformer(cst.CSTTransformer):
         """One line per resulting statement; the first keeps leading lines and the comment."""
         out: list[cst.BaseStatement] = []
         for index, statement in enumerate(statements):
+            trailing = line.trailing_whitespace if index == 0 else cst.TrailingWhitespace()
+            inner = self._inner_comments.pop(id(statement), [])
+            if inner:
+                own = [trailing.comment.value] if trailing.comment else []
+                trailing = trailing.with_changes(
+                    whitespace=cst.SimpleWhitespace("  "),
+                    comment=cst.Comment("  ".join(own + inner)),
+                )
             new_line = cst.SimpleStatementLine(
                 body=[statement],
                 leading_lines=line.leading_lines if index == 0 else (),
-                trailing_whitespace=line.trailing_whitespace
-                if index == 0
-                else cst.TrailingWhitespace(),
+                trailing_whitespace=trailing,
             )
             out.append(self._wrap_if_long(new_line))
         return cst.FlattenSentinel(out)
@@ -140,7 +156,22 @@ class ImportTransformer(cst.CSTTransformer):
         self._report_plan(plan, module, kind if node.relative else None)
         if not plan.split:
             return [self._retarget(node, plan.targets[0])]
-        return [self._fresh_from_import(node, target) for target in plan.targets]
+        statements = [self._fresh_from_import(node, target) for target in plan.targets]
+        self._keep_inner_comments(node, plan, statements)
+        return list(statements)
+
+    def _keep_inner_comments(
+        self, node: cst.ImportFrom, plan: FromImportPlan, statements: list[cst.ImportFrom]
+    ) -> None:
+        """Comments inside a split statement follow the name they annotate."""
+        aliases = list(node.names) if not isinstance(node.names, cst.ImportStar) else []
+        around = _comments_in(node.lpar) + _comments_in(node.rpar)
+        for number, (target, statement) in enumerate(zip(plan.targets, statements, strict=True)):
+            found = [c for entry in target.names for c in _comments_in(aliases[entry.index])]
+            if number == 0:
+                found = around + found
+            if found:
+                self._inner_comments[id(statement)] = found
 
     def _check_star(self, module: str, kind: str) -> None:
         if module not in self.resolver.symbol_sources():
@@ -217,12 +248,18 @@ class ImportTransformer(cst.CSTTransformer):
             relative=fields.get("relative", ()),  # type: ignore[arg-type]
         )
 
+    def _too_long(self, line: cst.SimpleStatementLine) -> bool:
+        """True if the one-line statement `line` exceeds the configured line length."""
+        if self.ctx.line_length is None:
+            return False
+        code = cst.Module(body=[line]).code.rstrip("\r\n")
+        return "\n" not in code and self.ctx.indent + len(code) > self.ctx.line_length
+
     def _wrap_if_long(self, line: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
         limit = self.ctx.line_length
         if limit is None or len(line.body) != 1 or not isinstance(line.body[0], cst.ImportFrom):
             return line
-        code = cst.Module(body=[line]).code.rstrip("\r\n")
-        if "\n" in code or self.ctx.indent + len(code) <= limit:
+        if not self._too_long(line):
             return line
         return line.with_changes(
             body=[wrap_from_import(line.body[0], self.ctx.style, self.ctx.indent, limit)]
@@ -270,6 +307,22 @@ def _rewrite_commented_import(
 def _join_comment(lines: list[str]) -> list[str]:
     """A trailing comment cannot span lines: continuation statements lose their `#`."""
     return [lines[0], *(line.lstrip("#").lstrip() for line in lines[1:])]
+
+
+def _comments_in(node: cst.CSTNode | None) -> list[str]:
+    found: list[str] = []
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Comment(self, comment: cst.Comment) -> None:
+            found.append(comment.value)
+
+    if node is not None:
+        node.visit(_Collect())
+    return found
+
+
+def _multi_name_import(line: cst.SimpleStatementLine) -> bool:
+    return len(line.body) == 1 and isinstance(line.body[0], cst.Import) and len(line.body[0].names) > 1
 
 
 def dotted_node(dotted: str) -> cst.Attribute | cst.Name:

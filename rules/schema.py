@@ -344,7 +344,8 @@ def _validate_step(step: Step) -> None:
                 rule, "new", None
             )
             what = "duplicate" if same else "conflicting"
-            raise RulesError(f"{rule.where}: {what} old {old!r} (first at {first.where})")
+            first_at = first.where.split(": ", 1)[-1]  # same file: name the entry only
+            raise RulesError(f"{rule.where}: {what} old {old!r} (first at {first_at})")
         seen[old] = rule
         if isinstance(rule, (ModuleMove, SymbolMove)) and rule.new == old:
             raise RulesError(f"{rule.where}: old and new are the same")

@@ -1,0 +1,243 @@
+"""`vam shims check`: every old name of a move table, probed in a fresh interpreter.
+
+For each old module path (table rows and their listed submodules) and each moved symbol, a
+subprocess imports the old name twice and the new one once, and reports: it imports, the
+table row warned exactly once (attributed to the importing line, message naming old, new,
+the step and `vam migrate`), and old and new are the same object. A probe whose import
+needs a missing optional third-party module (torch_npu, mooncake, vllm...) is skipped; a
+missing first-party module is a failure.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from rules import Pack
+from shims import ShimFinder, default_env_var
+
+DEFAULT_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One old name to check. `row` is the table row's `old` (the warning names it)."""
+
+    old: str
+    new: str
+    kind: str  # "module" or "symbol"
+    row: str
+    version: str
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What a probe saw; None where the probe did not get that far."""
+
+    probe: Probe
+    imports: bool | None
+    warns_once: bool | None
+    same_object: bool | None
+    status: str  # "ok", "FAIL", "timeout" or "skipped (missing X)"
+    detail: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return not (self.status == "ok" or self.status.startswith("skipped"))
+
+
+def probes(pack: Pack) -> list[Probe]:
+    """The old names `pack`'s shims serve at run time, in table order: module rows, each
+    followed by its listed submodules, then symbol rows."""
+    finder = ShimFinder(pack, default_env_var(pack))
+    found: list[Probe] = []
+    for step in pack.steps:
+        for move in step.modules:
+            entry = finder.modules.get(move.old)
+            if entry is None or entry.version != step.version:
+                continue  # a later step took the name back
+            found.append(Probe(move.old, move.new, "module", move.old, step.version))
+            for sub in move.submodules:
+                found.append(
+                    Probe(
+                        f"{move.old}.{sub}", f"{move.new}.{sub}", "module", move.old, step.version
+                    )
+                )
+    for moved in finder.hosts.values():
+        for entry in moved.values():
+            found.append(Probe(entry.old, entry.new, "symbol", entry.old, entry.version))
+    return found
+
+
+def check(
+    pack: Pack,
+    package_paths: Sequence[str | os.PathLike[str]] = (),
+    timeout: float = DEFAULT_TIMEOUT_S,
+    jobs: int | None = None,
+) -> list[ProbeResult]:
+    """Probe every old name of `pack`, `jobs` subprocesses at a time.
+
+    Args:
+        package_paths: directories put first on each probe's sys.path (the package under
+            test), ahead of the current directory and the installed packages.
+        timeout: seconds per probe; a probe that runs longer fails with status "timeout".
+    """
+    paths = [os.path.abspath(p) for p in package_paths]
+    first_party = sorted({*pack.packages, *(p.old.split(".")[0] for p in probes(pack))})
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", pack.shims_env)}
+    env.pop(default_env_var(pack), None)
+    workers = jobs or min(4, os.cpu_count() or 1)
+
+    def run(probe: Probe) -> ProbeResult:
+        return _run_probe(probe, paths, first_party, env, timeout)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(run, probes(pack)))
+
+
+def _run_probe(
+    probe: Probe, paths: list[str], first_party: list[str], env: dict[str, str], timeout: float
+) -> ProbeResult:
+    args = {
+        "old": probe.old,
+        "new": probe.new,
+        "kind": probe.kind,
+        "row": probe.row,
+        "version": probe.version,
+        "paths": paths,
+        "first_party": first_party,
+    }
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _PROBE_SOURCE, json.dumps(args)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return ProbeResult(probe, None, None, None, "timeout", f"no answer in {timeout:g} s")
+    try:
+        seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+        return ProbeResult(probe, None, None, None, "FAIL", f"probe crashed: {tail}")
+    if seen["skip"]:
+        return ProbeResult(probe, None, None, None, f"skipped (missing {seen['skip']})")
+    ok = seen["imports"] and seen["warns_once"] and seen["same"]
+    return ProbeResult(
+        probe,
+        seen["imports"],
+        seen["warns_once"],
+        seen["same"],
+        "ok" if ok else "FAIL",
+        "; ".join(seen["problems"]),
+    )
+
+
+def _probe() -> None:  # pragma: no cover - runs in the probe subprocess
+    """The probe: stdlib only, self-contained (its source is what the subprocess runs)."""
+    import importlib
+    import json
+    import sys
+    import traceback
+    import warnings
+
+    a = json.loads(sys.argv[1])
+    sys.path[:0] = a["paths"]
+    seen: dict[str, object] = {"imports": False, "warns_once": None, "same": None, "skip": None}
+    problems: list[str] = []
+
+    def load(dotted: str) -> object:
+        if a["kind"] == "module":
+            return importlib.import_module(dotted)
+        module, _, name = dotted.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            first = load(a["old"])
+            second = load(a["old"])
+            seen["imports"] = True
+            target = load(a["new"])
+        except ModuleNotFoundError as exc:
+            top = (exc.name or "").split(".")[0]
+            if top and top not in a["first_party"]:
+                seen["skip"] = exc.name
+            problems.append(f"{type(exc).__name__}: {exc}")
+        except Exception as exc:
+            problems.append("".join(traceback.format_exception_only(type(exc), exc)).strip())
+        else:
+            same = first is target and second is target
+            if a["kind"] == "module":
+                same = same and sys.modules.get(a["old"]) is target
+            else:
+                module, _, name = a["old"].rpartition(".")
+                if name not in dir(sys.modules[module]):
+                    problems.append(f"{name} not in dir({module})")
+                    same = False
+            if not same:
+                problems.append(f"{a['old']} is not {a['new']}")
+            seen["same"] = same
+
+    if seen["imports"]:
+        ours = [w for w in caught if getattr(w.message, "old", None) == a["row"]]
+        text = str(ours[0].message) if ours else ""
+        named = all(s in text for s in (a["row"], a["version"], "vam migrate"))
+        once = len(ours) == 1 and issubclass(ours[0].category, DeprecationWarning)
+        # The probe's own line is the user's: `<string>`, as `python -c` names it.
+        here = once and ours[0].filename == "<string>"
+        seen["warns_once"] = once and named and here
+        if len(ours) != 1:
+            problems.append(f"{len(ours)} warnings for {a['row']}, expected 1")
+        elif not here:
+            problems.append(f"warning attributed to {ours[0].filename}:{ours[0].lineno}")
+        elif not named:
+            problems.append(f"warning does not name old, step and `vam migrate`: {text}")
+    seen["problems"] = problems
+    print(json.dumps(seen))
+
+
+_PROBE_SOURCE = textwrap.dedent(inspect.getsource(_probe)) + "\n_probe()\n"
+
+_HEADERS = ("old", "new", "imports", "warns once", "same object", "status")
+
+
+def render(results: Sequence[ProbeResult]) -> str:
+    """An aligned text table, a line per failure with its reason, and a summary line."""
+
+    def mark(value: bool | None) -> str:
+        return "-" if value is None else "yes" if value else "no"
+
+    rows = [
+        (
+            r.probe.old,
+            r.probe.new,
+            mark(r.imports),
+            mark(r.warns_once),
+            mark(r.same_object),
+            r.status,
+        )
+        for r in results
+    ]
+    widths = [max(len(row[i]) for row in (_HEADERS, *rows)) for i in range(len(_HEADERS))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in (_HEADERS, *rows)
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    failed = [r for r in results if r.failed]
+    for result in failed:
+        lines.append(f"{result.probe.old}: {result.status}: {result.detail}")
+    skipped = sum(r.status.startswith("skipped") for r in results)
+    passed = len(results) - len(failed) - skipped
+    lines.append(f"{len(results)} old names: {passed} ok, {skipped} skipped, {len(failed)} failed")
+    return "\n".join(lines)

@@ -1,0 +1,166 @@
+"""The `vam` command line: output formats, exit codes, configuration, explain and rules."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.migrator.conftest import REPO, vam
+
+OLD = "vllm_ascend.distributed.mooncake_connector"
+NEW = "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    (tmp_path / "a.py").write_text(f"from {OLD} import X\n")
+    (tmp_path / "b.yaml").write_text(f"path: {OLD}\n")
+    (tmp_path / "clean.py").write_text("import os\n")
+    return tmp_path
+
+
+def test_check_text_format_and_exit_codes(tree: Path) -> None:
+    result = vam("check", str(tree))
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        f"{tree}/a.py:1:1: VAM001 '{OLD}' moved to '{NEW}' (0.14.0)",
+        f"{tree}/b.yaml:1:7: VAM001 '{OLD}' moved to '{NEW}' (0.14.0)",
+    ]
+    assert "Found 2 stale reference(s) in 2 file(s); 2 fixable" in result.stderr
+    clean = vam("check", str(tree / "clean.py"))
+    assert (clean.returncode, clean.stdout) == (0, "")
+
+
+def test_check_json_github_sarif(tree: Path) -> None:
+    data = json.loads(vam("check", "--format", "json", str(tree)).stdout)
+    assert data[0] == {
+        "code": "VAM001", "message": f"'{OLD}' moved to '{NEW}' (0.14.0)", "path": f"{tree}/a.py",
+        "line": 1, "column": 1, "kind": "from-import", "old": OLD, "new": NEW, "step": "0.14.0",
+        "fixable": True,
+    }
+    github = vam("check", "--format", "github", str(tree)).stdout.splitlines()
+    assert github[1] == (f"::error title=vam (VAM001),file={tree}/b.yaml,line=1,col=7::VAM001 "
+                         f"'{OLD}' moved to '{NEW}' (0.14.0)")
+    sarif = json.loads(vam("check", "--format", "sarif", str(tree)).stdout)
+    assert sarif["version"] == "2.1.0"
+    run = sarif["runs"][0]
+    assert run["tool"]["driver"]["name"] == "vam"
+    assert [r["ruleId"] for r in run["results"]] == ["VAM001", "VAM001"]
+    location = run["results"][1]["locations"][0]["physicalLocation"]
+    assert location == {"artifactLocation": {"uri": f"{tree}/b.yaml"},
+                        "region": {"startLine": 1, "startColumn": 7}}
+
+
+def test_migrate_diff_writes_nothing_and_check_flag_exits_1(tree: Path) -> None:
+    before = (tree / "a.py").read_text()
+    diff = vam("migrate", "--diff", str(tree))
+    assert diff.returncode == 0
+    assert f"-from {OLD} import X\n+from {NEW} import X\n" in diff.stdout
+    assert (tree / "a.py").read_text() == before
+    check = vam("migrate", "--check", str(tree))
+    assert check.returncode == 1 and check.stdout == ""
+    assert "2 would change" in check.stderr
+    assert (tree / "a.py").read_text() == before
+
+
+def test_migrate_summary_by_kind_and_quiet(tree: Path) -> None:
+    result = vam("migrate", str(tree))
+    assert result.returncode == 0
+    assert result.stderr.splitlines() == [
+        "vam: 3 files scanned, 1 parsed, 2 changed, 0 failed; 2 references rewritten",
+        "  from-import  1",
+        "  text         1",
+    ]
+    assert vam("migrate", "-q", str(tree)).stderr == ""
+
+
+def test_jobs_give_identical_results(tmp_path: Path) -> None:
+    for copy in ("one", "two"):
+        for i in range(80):  # enough files to use the worker pool
+            path = tmp_path / copy / f"m{i}.py"
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(f"import {OLD}\nX = '{OLD}.Y{i}'\n" if i % 3 else "import os\n")
+    one = vam("migrate", "--jobs", "1", str(tmp_path / "one"))
+    two = vam("migrate", "--jobs", "2", str(tmp_path / "two"))
+    assert one.returncode == two.returncode == 0
+    assert one.stderr == two.stderr
+    for i in range(80):
+        assert (tmp_path / "one" / f"m{i}.py").read_bytes() == (tmp_path / "two" / f"m{i}.py").read_bytes()
+
+
+def test_pyproject_configuration(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.vam]\nexclude = ["vendored"]\ncomments = false\ntext-files = ["*.py", "*.cfg"]\n')
+    (tmp_path / "vendored").mkdir()
+    (tmp_path / "vendored" / "x.py").write_text(f"import {OLD}\n")
+    (tmp_path / "a.py").write_text(f"import {OLD}  # {OLD}\n")
+    (tmp_path / "b.md").write_text(f"{OLD}\n")
+    (tmp_path / "c.cfg").write_text(f"{OLD}\n")
+    assert vam("migrate", str(tmp_path)).returncode == 0
+    assert (tmp_path / "vendored" / "x.py").read_text() == f"import {OLD}\n"
+    assert (tmp_path / "a.py").read_text() == f"import {NEW}  # {OLD}\n"
+    assert (tmp_path / "b.md").read_text() == f"{OLD}\n"
+    assert (tmp_path / "c.cfg").read_text() == f"{NEW}\n"
+    assert vam("migrate", "--exclude", "c.cfg", "--check", str(tmp_path)).returncode == 0
+
+
+def test_module_entry_point_and_help() -> None:
+    result = vam("--help")
+    assert result.returncode == 0
+    for command in ("migrate", "check", "explain", "rules", "verify-imports", "shims"):
+        assert command in result.stdout
+    assert "Exit status" in vam("migrate", "--help").stdout
+
+
+def test_no_progress_bar_when_piped(tmp_path: Path) -> None:
+    for i in range(250):
+        (tmp_path / f"m{i}.py").write_text(f"import {OLD}\n")
+    result = vam("migrate", str(tmp_path))
+    assert "vam  [" not in result.stderr and "%" not in result.stderr
+
+
+# -- explain and rules ---------------------------------------------------------------------
+
+
+def test_explain() -> None:
+    result = vam("explain", "vllm_ascend/distributed/kvpool/backend/backend.py")
+    assert result.returncode == 0
+    assert result.stdout.splitlines() == [
+        "vllm_ascend.distributed.kvpool.backend.backend",
+        "  0.14.0: vllm_ascend.distributed.kvpool.backend.backend -> "
+        "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend  (module move "
+        "vllm_ascend.distributed.kvpool -> vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store, "
+        "old path kept by the shims until 0.16.0)",
+        "  now: vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend   "
+        "(rewrite references with `vam migrate`)",
+    ]
+    stays = vam("explain", "vllm_ascend.distributed.utils.fc3_all_gather_and_maybe_unpad_impl")
+    assert "0.14.0: stays put" in stays.stdout and stays.returncode == 0
+    home = vam("explain", "vllm_ascend.distributed.kv_transfer.utils.utils.align_memory")
+    assert "new home of vllm_ascend.distributed.utils.align_memory" in home.stdout
+    unknown = vam("explain", "vllm_ascend.platform")
+    assert unknown.returncode == 1 and "not in the vllm_ascend table" in unknown.stdout
+    bad = vam("explain", "not a name")
+    assert bad.returncode == 2 and bad.stderr.startswith("vam: error: not a dotted name")
+
+
+def test_rules_list_show_validate_export() -> None:
+    listed = vam("rules", "list").stdout
+    assert listed.startswith("vllm_ascend  steps: 0.14.0  (vllm_ascend.toml)")
+    shown = vam("rules", "show", "vllm_ascend").stdout
+    assert "  symbol  vllm_ascend.distributed.register_connector" in shown
+    assert "[intermediate]" in shown
+    ok = vam("rules", "validate", str(REPO / "rules" / "vllm_ascend.toml"))
+    assert ok.returncode == 0 and "ok (1 step(s), 16 rules)" in ok.stdout
+    exported = vam("rules", "export", "ruff").stdout
+    assert exported.splitlines()[0] == "[tool.ruff.lint.flake8-tidy-imports.banned-api]"
+    assert (f'"{OLD}".msg = "moved to {NEW} in 0.14.0; run `vam migrate`"') in exported
+
+
+def test_runs_where_no_pyproject_is_found(tmp_path: Path) -> None:
+    env = {**os.environ, "HOME": str(tmp_path)}
+    (tmp_path / "a.py").write_text(f"import {OLD}\n")
+    assert vam("check", "a.py", cwd=tmp_path, env=env).returncode == 1

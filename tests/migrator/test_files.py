@@ -1,0 +1,180 @@
+"""Non-Python files (form 9), notebooks, and byte-level preservation (DESIGN §3)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.migrator.conftest import vam
+
+OLD = "vllm_ascend.distributed.mooncake_connector"
+NEW = "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector"
+
+TEXT_FILES = {
+    "deploy.yaml": "kv_connector_module_path: {ref}\n",
+    "config.json": '{{"kv_connector_module_path": "{ref}"}}\n',
+    "settings.toml": 'connector = "{ref}"\n',
+    "setup.cfg": "[vllm]\nconnector = {ref}\n",
+    "tox.ini": "[testenv]\ncommands = python -c 'import {ref}'\n",
+    "guide.md": "Use `{ref}` for P/D.\n",
+    "guide.rst": "Use ``{ref}`` for P/D.\n",
+    "serve.sh": "#!/bin/sh\nexec vllm serve m --kv-transfer-config \"{{\\\"kv_connector_module_path\\\": \\\"{ref}\\\"}}\"\n",
+    "Dockerfile": "RUN python -c 'import {ref}'\n",
+    "base.Dockerfile": "RUN python -c 'import {ref}'\n",
+    "requirements.txt": "# plugin needs {ref}\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TEXT_FILES))
+def test_form9_text_files(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_text(TEXT_FILES[name].format(ref=OLD))
+    result = vam("migrate", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert path.read_text() == TEXT_FILES[name].format(ref=NEW)
+
+
+def test_form9_notebook_code_cells_follow_the_import_rules(tmp_path: Path) -> None:
+    notebook = {
+        "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": [f"Load `{OLD}`\n"]},
+            {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+             "source": ["from vllm_ascend.distributed import communicator\n",
+                        "%timeit communicator.NPUCommunicator\n"]},
+            {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+             "source": ["from vllm_ascend.distributed import communicator, parallel_state\n",
+                        "print(communicator)"]},
+        ],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+    }
+    path = tmp_path / "demo.ipynb"
+    path.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n")
+    assert vam("migrate", str(path)).returncode == 0
+    cells = json.loads(path.read_text())["cells"]
+    assert cells[0]["source"] == [f"Load `{NEW}`\n"]
+    # An IPython magic makes the cell invalid Python: its text is still rewritten.
+    assert cells[1]["source"] == ["from vllm_ascend.distributed import communicator\n",
+                                  "%timeit communicator.NPUCommunicator\n"]
+    assert cells[2]["source"] == [  # one statement per module, in order of first appearance
+        "from vllm_ascend.distributed.device_communicators import npu_communicator as communicator\n",
+        "from vllm_ascend.distributed import parallel_state\n",
+        "print(communicator)",
+    ]
+    assert path.read_text() == json.dumps(json.loads(path.read_text()), indent=1,
+                                          ensure_ascii=False) + "\n"
+
+
+def test_magic_cell_reported_by_check(tmp_path: Path) -> None:
+    """The cell with a magic cannot be parsed as Python, so its from-parent import is not
+    rewritten; `vam check` must not hide that (a text scan would miss it too)."""
+    path = tmp_path / "demo.ipynb"
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                     "source": [f"import {OLD}\n", "%time 1\n"]}],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path.write_text(json.dumps(nb, indent=1) + "\n")
+    result = vam("check", str(path))
+    assert result.returncode == 1
+    assert f"cell 1: '{OLD}' moved to '{NEW}'" in result.stdout
+
+
+# -- preservation ---------------------------------------------------------------------------
+
+
+def test_bom_crlf_and_missing_final_newline_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "mod.py"
+    path.write_bytes(b"\xef\xbb\xbfimport os\r\nfrom " + OLD.encode() + b" import X\r\nY = 1")
+    assert vam("migrate", str(path)).returncode == 0
+    assert path.read_bytes() == b"\xef\xbb\xbfimport os\r\nfrom " + NEW.encode() + b" import X\r\nY = 1"
+
+
+def test_split_import_uses_the_file_line_endings(tmp_path: Path) -> None:
+    path = tmp_path / "mod.py"
+    path.write_bytes(b"if True:\r\n    from vllm_ascend.distributed import parallel_state, communicator\r\n")
+    assert vam("migrate", str(path)).returncode == 0
+    assert path.read_bytes() == (
+        b"if True:\r\n    from vllm_ascend.distributed import parallel_state\r\n"
+        b"    from vllm_ascend.distributed.device_communicators import npu_communicator as communicator\r\n")
+
+
+def test_latin1_cookie_is_written_back_in_latin1(tmp_path: Path) -> None:
+    path = tmp_path / "mod.py"
+    source = f"# -*- coding: latin-1 -*-\n# Größe\nimport {OLD}\nX = 'ü'\n"
+    path.write_bytes(source.encode("latin-1"))
+    assert vam("migrate", str(path)).returncode == 0
+    assert path.read_bytes() == source.replace(OLD, NEW).encode("latin-1")
+
+
+def test_file_mode_is_kept_and_untouched_files_are_not_written(tmp_path: Path) -> None:
+    script = tmp_path / "serve.sh"
+    script.write_text(f"#!/bin/sh\npython -m {OLD}\n")
+    script.chmod(0o750)
+    untouched = tmp_path / "other.py"
+    untouched.write_text("import vllm_ascend.distributed.parallel_state  # mooncake_connector\n")
+    os.utime(untouched, (1_000_000_000, 1_000_000_000))
+    assert vam("migrate", str(tmp_path)).returncode == 0
+    assert stat.S_IMODE(script.stat().st_mode) == 0o750
+    assert script.read_text() == f"#!/bin/sh\npython -m {NEW}\n"
+    assert untouched.stat().st_mtime == 1_000_000_000
+    assert not [p for p in tmp_path.iterdir() if "vam-tmp" in p.name]
+
+
+def test_gitignored_venv_and_build_folders_are_skipped(tmp_path: Path) -> None:
+    for folder in ("ignored", "venv", "build", "kept"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "a.py").write_text(f"import {OLD}\n")
+    (tmp_path / "venv" / "pyvenv.cfg").write_text("home = /usr\n")
+    (tmp_path / ".gitignore").write_text("ignored/\n")
+    assert vam("migrate", str(tmp_path)).returncode == 0
+    assert (tmp_path / "kept" / "a.py").read_text() == f"import {NEW}\n"
+    for folder in ("ignored", "venv", "build"):
+        assert (tmp_path / folder / "a.py").read_text() == f"import {OLD}\n"
+
+
+def test_symlinks_are_not_followed_out_of_the_tree(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.py").write_text(f"import {OLD}\n")
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "link").symlink_to(outside, target_is_directory=True)
+    (tree / "file.py").symlink_to(outside / "a.py")
+    assert vam("migrate", str(tree)).returncode == 0
+    assert (outside / "a.py").read_text() == f"import {OLD}\n"
+    assert (tree / "file.py").is_symlink()
+
+
+# -- line length --------------------------------------------------------------------------------
+
+
+LONG = "from vllm_ascend.distributed.cpu_offload_manager.metadata import MetadataServer, MetadataServerProc\n"
+
+
+@pytest.mark.parametrize(("existing", "expected"), [
+    ("", "from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.metadata import (\n"
+         "    MetadataServer,\n    MetadataServerProc,\n)\n"),
+    ("from os.path import (\n    join, split)\n",
+     "from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.metadata import (\n"
+     "    MetadataServer, MetadataServerProc)\n"),
+    ("from os.path import (join,\n                     split)\n",
+     "from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.metadata import (MetadataServer,\n"
+     + " " * len("from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.metadata import (")
+     + "MetadataServerProc)\n"),
+])
+def test_long_import_is_wrapped_in_the_file_style(tmp_path: Path, existing: str, expected: str) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 100\n")
+    path = tmp_path / "mod.py"
+    path.write_text(existing + LONG)
+    assert vam("migrate", str(tmp_path)).returncode == 0
+    assert path.read_text() == existing + expected
+    assert vam("migrate", "--check", str(tmp_path)).returncode == 0
+
+
+def test_nothing_is_wrapped_without_a_configured_line_length(tmp_path: Path) -> None:
+    path = tmp_path / "mod.py"
+    path.write_text(LONG)
+    assert vam("migrate", str(tmp_path)).returncode == 0
+    assert path.read_text() == LONG.replace("cpu_offload_manager", "kv_transfer.kv_pool.cpu_offload")

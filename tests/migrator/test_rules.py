@@ -1,0 +1,285 @@
+"""The move table: the bundled pack, validation (naming the entry), resolution semantics,
+and the scenarios S1-S4 of shared/SCENARIOS.md."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import rules
+from migrator import findings as F
+from migrator.resolver import Resolver
+from tests.migrator.conftest import REPO, rewrite, vam
+
+DESIGN_MODULES = {
+    "vllm_ascend.distributed.communicator":
+        "vllm_ascend.distributed.device_communicators.npu_communicator",
+    "vllm_ascend.distributed.mooncake_connector":
+        "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector",
+    "vllm_ascend.distributed.mooncake_layerwise_connector":
+        "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_layerwise_connector",
+    "vllm_ascend.distributed.kvpool": "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store",
+    "vllm_ascend.distributed.cpu_offload_manager":
+        "vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload",
+    "vllm_ascend.distributed.cpu_offload_connector":
+        "vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.cpu_offload_connector",
+    "vllm_ascend.distributed.ucm_connector": "vllm_ascend.distributed.kv_transfer.kv_pool.ucm_connector",
+    "vllm_ascend.distributed.mooncake_transfer_engine":
+        "vllm_ascend.distributed.kv_transfer.utils.mooncake_transfer_engine",
+    "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.metadata":
+        "vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.metadata",
+    "vllm_ascend.distributed.kv_transfer.ucm_connector":
+        "vllm_ascend.distributed.kv_transfer.kv_pool.ucm_connector",
+}
+UTILS_NAMES = ("kv_alltoall_and_rearrange", "alltoall_and_rearrange", "rearrange_output",
+               "align_memory", "get_transfer_timeout_value")
+
+
+def test_bundled_pack_is_design_table(pack: rules.Pack) -> None:
+    assert [s.version for s in pack.steps] == ["0.14.0"]
+    step = pack.steps[0]
+    assert {m.old: m.new for m in step.modules} == DESIGN_MODULES
+    assert {m.old for m in step.modules if m.intermediate} == {
+        "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.metadata",
+        "vllm_ascend.distributed.kv_transfer.ucm_connector"}
+    symbols = {m.old: m.new for m in step.symbols}
+    assert symbols == {
+        "vllm_ascend.distributed.register_connector": "vllm_ascend.distributed.kv_transfer.register_connector",
+        **{f"vllm_ascend.distributed.utils.{n}": f"vllm_ascend.distributed.kv_transfer.utils.utils.{n}"
+           for n in UTILS_NAMES},
+    }
+    kvpool = next(m for m in step.modules if m.old == "vllm_ascend.distributed.kvpool")
+    assert set(kvpool.submodules) == {
+        "ascend_store_connector", "backend", "backend.backend", "backend.memcache_backend",
+        "backend.mooncake_backend", "config_data", "kv_transfer", "pool_scheduler", "pool_worker"}
+    assert step.stays("vllm_ascend.distributed.utils")
+    assert step.stays("vllm_ascend.distributed.device_communicators.pyhccl_wrapper")
+    assert not step.stays("vllm_ascend.distributed.utils.align_memory")
+
+
+# -- validation names the entry at fault ---------------------------------------------------
+
+
+def table(body: str, head: str = '[pack]\nname = "t"\n\n[[step]]\nversion = "1.0"\n') -> str:
+    return head + textwrap.dedent(body)
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ('[[step.module]]\nold = "a.b"\nnew = "a.c"\n[[step.module]]\nold = "a.b"\nnew = "a.c"\n',
+     "t.toml: step 1.0: module[1] (a.b): duplicate old 'a.b' (first at step 1.0: module[0] (a.b))"),
+    ('[[step.module]]\nold = "a.b"\nnew = "a.c"\n[[step.symbol]]\nold = "a.b"\nnew = "a.d"\n',
+     "symbol[0] (a.b): conflicting old 'a.b'"),
+    ('[[step.module]]\nold = "a.b"\nnew = "a.c"\n[[step.module]]\nold = "a.c"\nnew = "a.b"\n',
+     "cycle in step 1.0: a.b -> a.c -> a.b"),
+    ('[[step.module]]\nold = "a.b"\nnew = "a.c"\n[[step.module]]\nold = "a.c"\nnew = "a.d"\n',
+     "module[0] (a.b): new 'a.c' is also an old in this step"),
+    ('[[step.module]]\nold = "a.b"\nnew = "a.b.c"\n', "new 'a.b.c' lies under old 'a.b'"),
+    ('[[step.module]]\nold = "a..b"\nnew = "a.c"\n', "module[0] (a..b): `old` is not a dotted name"),
+    ('[[step.module]]\nold = "a.class"\nnew = "a.c"\n', "`old` is not a dotted name: 'a.class'"),
+    ('[[step.module]]\nold = "a.b"\nnew = "a.c"\ntarget = "x"\n', "unknown key 'target'"),
+    ('[[step.symbol]]\nold = "a.b.f"\nnew = "a.c.f"\n[[step.module]]\nold = "a.b"\nnew = "a.d"\n',
+     "conflicting old: its module is moved by"),
+    ('[[step.module]]\nold = "a.b"\nnew = "a.c"\n[step.stay]\nnames = ["a.b.keep"]\n',
+     "stay-put name 'a.b.keep' would be rewritten"),
+    ('[[step.removed]]\nold = "a.b"\n', "removed[0] (a.b): `hint` must be a non-empty string"),
+])
+def test_validation_names_the_entry(tmp_path: Path, body: str, message: str) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text(table(body))
+    with pytest.raises(rules.RulesError) as err:
+        rules.load(path)
+    assert message in str(err.value)
+    result = vam("rules", "validate", str(path))
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_steps_must_be_ordered(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text('[pack]\nname = "t"\n[[step]]\nversion = "2.0"\n[[step]]\nversion = "1.0"\n')
+    with pytest.raises(rules.RulesError, match="step 1.0 must come after step 2.0"):
+        rules.load(path)
+
+
+def test_bad_toml_and_unknown_pack() -> None:
+    with pytest.raises(rules.RulesError, match="unknown rule pack 'nope' \\(bundled: vllm_ascend\\)"):
+        rules.load_pack("nope")
+
+
+# -- resolution ---------------------------------------------------------------------------
+
+
+def resolver_for(text: str, tmp_path: Path, **window: str) -> Resolver:
+    path = tmp_path / "pack.toml"
+    path.write_text(textwrap.dedent(text))
+    return Resolver(rules.load(path), window.get("from_version"), window.get("to_version"))
+
+
+VERSIONED = """\
+    [pack]
+    name = "store"
+    packages = ["pkg"]
+
+    [[step]]
+    version = "0.14.0"
+    [[step.module]]
+    old = "pkg.kvpool"
+    new = "pkg.kv_pool.ascend_store"
+    [[step.module]]
+    old = "pkg.kv_pool.ascend_store.metadata"
+    new = "pkg.kv_pool.cpu_offload.metadata"
+    intermediate = true
+
+    [[step]]
+    version = "0.16.0"
+    [[step.module]]
+    old = "pkg.kv_pool.ascend_store.config_data"
+    new = "pkg.kv_pool.ascend_store.metadata"
+    """
+
+
+def test_whole_component_longest_prefix(pack: rules.Pack) -> None:
+    resolver = Resolver(pack)
+    assert resolver.resolve("vllm_ascend.distributed.kvpool.backend.backend.Backend").new == (
+        "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend.Backend")
+    assert not resolver.resolve("vllm_ascend.distributed.kvpool_extra.x").changed
+    assert not resolver.resolve("vllm_ascend.distributed.utils").changed
+    assert not resolver.resolve("vllm_ascend.distributed.utils.align_memory_v2").changed
+    assert resolver.resolve("vllm_ascend.distributed.utils.align_memory").first.kind == "symbol"
+    assert resolver.resolve_module("vllm_ascend.distributed.utils.align_memory").new == (
+        "vllm_ascend.distributed.utils.align_memory")  # a module path never takes symbol rules
+
+
+def test_steps_compose_in_order_and_never_close_across_versions(tmp_path: Path) -> None:
+    resolver = resolver_for(VERSIONED, tmp_path)
+    # 0.13 -> 0.16: kvpool.config_data -> ascend_store.config_data -> ascend_store.metadata
+    chain = resolver.resolve("pkg.kvpool.config_data.ChunkedTokenDatabase")
+    assert chain.new == "pkg.kv_pool.ascend_store.metadata.ChunkedTokenDatabase"
+    assert [h.step for h in chain.hits] == ["0.14.0", "0.16.0"]
+    # A 0.14-era intermediate path goes to cpu_offload, not through the later rename.
+    assert resolver.resolve("pkg.kv_pool.ascend_store.metadata").new == "pkg.kv_pool.cpu_offload.metadata"
+    # Code already on 0.14 only takes the later step: its ascend_store.metadata is not touched...
+    later = resolver_for(VERSIONED, tmp_path, from_version="0.14.0")
+    assert not later.resolve("pkg.kv_pool.ascend_store.metadata").changed
+    assert later.resolve("pkg.kv_pool.ascend_store.config_data").new == "pkg.kv_pool.ascend_store.metadata"
+    # ...and --to stops before the later step.
+    early = resolver_for(VERSIONED, tmp_path, to_version="0.14.0")
+    assert early.resolve("pkg.kvpool.config_data").new == "pkg.kv_pool.ascend_store.config_data"
+
+
+def test_second_run_from_the_target_version_is_a_no_op(tmp_path: Path) -> None:
+    (tmp_path / "pack.toml").write_text(textwrap.dedent(VERSIONED))
+    path = tmp_path / "src" / "m.py"
+    path.parent.mkdir()
+    path.write_text("from pkg.kvpool.config_data import X\n")
+    assert vam("migrate", "--rules", str(tmp_path / "pack.toml"), str(path)).returncode == 0
+    assert path.read_text() == "from pkg.kv_pool.ascend_store.metadata import X\n"
+    again = vam("migrate", "--rules", str(tmp_path / "pack.toml"), "--from", "0.16.0", str(path))
+    assert again.returncode == 0 and ", 0 changed," in again.stderr
+
+
+# -- S1: third-party table, versioned removal ------------------------------------------------
+
+
+S1 = rules.parse({
+    "pack": {"name": "vllm_utils", "packages": ["vllm"]},
+    "step": [
+        {"version": "0.11.0", "removal": "0.13.0", "symbol": [
+            {"old": "vllm.utils.get_open_port", "new": "vllm.utils.network_utils.get_open_port"},
+            {"old": "vllm.utils.STR_DTYPE_TO_TORCH_DTYPE",
+             "new": "vllm.utils.torch_utils.STR_DTYPE_TO_TORCH_DTYPE"}]},
+        {"version": "0.13.0", "removed": [
+            {"old": "vllm.utils.make_async_legacy", "hint": "use vllm.utils.async_utils.make_async"}]},
+    ],
+})
+
+
+def test_s1_third_party_table_splits_and_reports_removals() -> None:
+    source = ("from vllm.utils import get_open_port, STR_DTYPE_TO_TORCH_DTYPE, other\n"
+              "from vllm.utils import make_async_legacy\n")
+    new, findings = rewrite(source, pack=S1)
+    assert new == ("from vllm.utils.network_utils import get_open_port\n"
+                   "from vllm.utils.torch_utils import STR_DTYPE_TO_TORCH_DTYPE\n"
+                   "from vllm.utils import other\n"
+                   "from vllm.utils import make_async_legacy\n")
+    removed = [f for f in findings if f.code == F.REMOVED]
+    assert [(f.line, f.message) for f in removed] == [
+        (2, "'vllm.utils.make_async_legacy' was removed in 0.13.0, no replacement: "
+            "use vllm.utils.async_utils.make_async")]
+    again, findings = rewrite(new, pack=S1)
+    assert again == new
+    assert [f.code for f in findings] == [F.REMOVED]
+
+
+# -- S2: table keys that never existed ----------------------------------------------------------
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_s2_validate_against_trees_names_the_row(tmp_path: Path) -> None:
+    old = _tree(tmp_path / "old", {"pkg/__init__.py": "", "pkg/mod.py": "X = 1\n",
+                                   "pkg/utils.py": "def helper(): ...\n"})
+    new = _tree(tmp_path / "new", {"pkg/__init__.py": "", "pkg/new/__init__.py": "",
+                                   "pkg/new/mod.py": "X = 1\n", "pkg/new/utils.py": "def helper(): ...\n"})
+    good = tmp_path / "good.toml"
+    good.write_text(table('[[step.module]]\nold = "pkg.mod"\nnew = "pkg.new.mod"\n'
+                          '[[step.symbol]]\nold = "pkg.utils.helper"\nnew = "pkg.new.utils.helper"\n'))
+    assert vam("rules", "validate", str(good), "--against", str(old), str(new)).returncode == 0
+    # A "submodule" that was really a module attribute never fires: rejected, naming the row.
+    bad = tmp_path / "bad.toml"
+    bad.write_text(table('[[step.module]]\nold = "pkg.mod.X"\nnew = "pkg.new.mod.X"\n'))
+    result = vam("rules", "validate", str(bad), "--against", str(old), str(new))
+    assert result.returncode == 2
+    assert "module[0] (pkg.mod.X): old module 'pkg.mod.X' not found in" in result.stderr
+
+
+def test_s2_bundled_table_matches_the_real_sdists() -> None:
+    import sys
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from sdists import sdist  # fetched from the configured index, cached outside the repo
+
+    old, new = sdist("0.13.0"), sdist("0.14.0rc1")
+    result = vam("rules", "validate", "vllm_ascend", "--against", str(old), str(new))
+    assert result.returncode == 0, result.stderr
+    assert "every name found" in result.stdout
+
+
+# -- S3 / S4 ------------------------------------------------------------------------------------
+
+
+def test_s3_reexport_of_an_old_path_is_flagged_on_the_reexport_line(tmp_path: Path) -> None:
+    _tree(tmp_path, {
+        "plugin/__init__.py": "from vllm_ascend.distributed.mooncake_connector import MooncakeConnector\n",
+        "plugin/use.py": "from plugin import MooncakeConnector\n",
+    })
+    result = vam("check", str(tmp_path))
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        f"{tmp_path}/plugin/__init__.py:1:1: VAM001 'vllm_ascend.distributed.mooncake_connector' "
+        "moved to 'vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector' (0.14.0)"]
+
+
+def test_s4_type_checking_imports_are_rewritten() -> None:
+    new, _ = rewrite(textwrap.dedent("""\
+        from typing import TYPE_CHECKING
+
+        if TYPE_CHECKING:
+            from vllm_ascend.distributed.kvpool.config_data import ReqMeta
+            from vllm_ascend.distributed import communicator
+        """))
+    assert new == textwrap.dedent("""\
+        from typing import TYPE_CHECKING
+
+        if TYPE_CHECKING:
+            from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.config_data import ReqMeta
+            from vllm_ascend.distributed.device_communicators import npu_communicator as communicator
+        """)
