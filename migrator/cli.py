@@ -90,7 +90,7 @@ def _sources(targets: list[Path], config: Config, exclude: tuple[str, ...]) -> l
 def _execute(sources: list[SourceFile], job: Job, jobs: int | None) -> list[FileResult]:
     """Run the pipeline, with a progress bar on an interactive terminal for long runs."""
     workers = jobs or default_jobs()
-    stream = click.get_text_stream("stderr")
+    stream = sys.stderr
     if len(sources) < 200 or not stream.isatty():
         return list(run(sources, job, workers))
     with click.progressbar(length=len(sources), label="vam", file=stream, show_pos=True) as bar:
@@ -187,7 +187,7 @@ def migrate(
         keep_new=diff,
     )
     results = _execute(sources, job, jobs)
-    out = click.get_text_stream("stdout")
+    out = sys.stdout
     problems: list[Finding] = []
     for result in results:
         if diff and result.new:
@@ -269,7 +269,7 @@ def check(
         keep_new=False,
     )
     findings = [f for result in _execute(sources, job, jobs) for f in result.findings]
-    click.get_text_stream("stdout").write(render(findings, fmt))
+    sys.stdout.write(render(findings, fmt))
     if fmt == "text":
         fixable = sum(f.fixable for f in findings)
         if findings:

@@ -58,7 +58,7 @@ class Finding:
 
 
 def steps_of(resolution: Resolution) -> str:
-    return ", ".join(hit.step for hit in resolution.hits)
+    return ", ".join(dict.fromkeys(hit.step for hit in resolution.hits))
 
 
 def moved(

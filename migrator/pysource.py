@@ -62,11 +62,9 @@ class SourceMap:
             col_bytes = len(line.encode("utf-8")[:col_bytes].decode("utf-8", "ignore"))
         return self.starts[lineno - 1] + col_bytes
 
-    def span(self, node: ast.AST) -> tuple[int, int]:
-        return (
-            self.offset(node.lineno, node.col_offset),  # type: ignore[attr-defined]
-            self.offset(node.end_lineno, node.end_col_offset),
-        )  # type: ignore[attr-defined]
+    def span(self, node: ast.expr | ast.stmt) -> tuple[int, int]:
+        end_line, end_col = node.end_lineno or node.lineno, node.end_col_offset or 0
+        return self.offset(node.lineno, node.col_offset), self.offset(end_line, end_col)
 
     def position(self, offset: int) -> tuple[int, int]:
         """1-based (line, column) of a character offset."""
@@ -395,7 +393,8 @@ class _Run:
             start, end = self.smap.span(node)
             kind = "docstring" if docstring else "string"
             found = self._text_span(start, end, kind)
-            value = node.value if isinstance(node.value, str) else node.value.decode("latin-1")
+            raw = node.value
+            value = raw if isinstance(raw, str) else bytes(raw).decode("latin-1")  # type: ignore[arg-type]
             for edit in T.find_references(value, self.resolver):
                 if edit.fixable and edit.old not in found:
                     self.findings.append(

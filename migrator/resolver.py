@@ -2,7 +2,8 @@
 
 The resolver knows nothing of files or syntax. Given `vllm_ascend.distributed.kvpool.backend`
 it answers with the new name and the rules that fired, composing the active steps in order
-(from the user's `--from` version to `--to`), each step firing at most once per name.
+(from the user's `--from` version to `--to`). Within a step the name is settled (validation
+keeps that to one rule, except below a moved package); across steps nothing is closed.
 """
 
 from __future__ import annotations
@@ -130,8 +131,14 @@ class Resolver:
             removal = _longest(current, self._removed[index])
             if removal is not None:
                 return Resolution(name, name, tuple(hits), removal, step.version)
-            hit = self._apply(current, index, symbols)
-            if hit is not None:
+            # Validation rules out cycles and targets that a rule would take again, so only a
+            # name below a moved package can land on another old of the same step
+            # (`kvpool.metadata` -> `ascend_store.metadata`, an intermediate old). Settling it
+            # here, inside the step, is what keeps a second run a no-op.
+            for _ in range(len(self._modules[index]) + len(self._symbols[index]) + 1):
+                hit = self._apply(current, index, symbols)
+                if hit is None:
+                    break
                 old, new, kind = hit
                 hits.append(Hit(old, new, step.version, kind))
                 current = new + current[len(old) :]

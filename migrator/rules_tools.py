@@ -34,7 +34,7 @@ def explain_name(pack: Pack, dotted: str) -> list[str]:
         elif step.stays(current):
             lines.append(f"{step.version}: stays put (listed in the table)")
         else:
-            for move in (*step.modules, *step.symbols):
+            for move in step.moves():
                 if move.new == current or current.startswith(move.new + "."):
                     lines.append(
                         f"{step.version}: new home of {move.old}{current[len(move.new) :]}"
@@ -60,7 +60,7 @@ def show_pack(pack: Pack) -> str:
     for step in pack.steps:
         removal = f" (old paths removed in {step.removal})" if step.removal else ""
         out.append(f"\nstep {step.version}{removal}: {step.summary}")
-        width = max((len(r.old) for r in (*step.modules, *step.symbols)), default=0)
+        width = max((len(r.old) for r in step.moves()), default=0)
         for move in step.modules:
             flag = "  [intermediate]" if move.intermediate else ""
             out.append(f"  module  {move.old.ljust(width)}  ->  {move.new}{flag}")
@@ -168,7 +168,7 @@ def export_ruff(pack: Pack, standalone: bool) -> str:
         lines += ["[lint]", 'select = ["TID251"]', ""]
     lines.append(f"[{prefix}flake8-tidy-imports.banned-api]")
     for step in pack.steps:
-        for move in (*step.modules, *step.symbols):
+        for move in step.moves():
             names = [move.old]
             if isinstance(move, ModuleMove):
                 names += [f"{move.old}.{s}" for s in move.submodules]

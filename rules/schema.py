@@ -86,8 +86,13 @@ class Step:
     removed: tuple[Removal, ...] = ()
     stay: tuple[str, ...] = ()
 
+    def moves(self) -> tuple[ModuleMove | SymbolMove, ...]:
+        """Every rule with a target: module moves, then symbol moves."""
+        return (*self.modules, *self.symbols)
+
     def olds(self) -> Iterator[tuple[str, ModuleMove | SymbolMove | Removal]]:
-        for rule in (*self.modules, *self.symbols, *self.removed):
+        rules: tuple[ModuleMove | SymbolMove | Removal, ...] = (*self.moves(), *self.removed)
+        for rule in rules:
             yield rule.old, rule
 
     def stays(self, dotted: str) -> bool:
@@ -350,7 +355,7 @@ def _validate_step(step: Step) -> None:
         if isinstance(rule, (ModuleMove, SymbolMove)) and rule.new == old:
             raise RulesError(f"{rule.where}: old and new are the same")
 
-    moves: dict[str, str] = {m.old: m.new for m in (*step.modules, *step.symbols)}
+    moves: dict[str, str] = {m.old: m.new for m in step.moves()}
     for start in moves:
         path = [start]
         node = moves[start]
@@ -361,7 +366,7 @@ def _validate_step(step: Step) -> None:
             cycle = " -> ".join([*path, start])
             raise RulesError(f"{seen[start].where}: cycle in step {step.version}: {cycle}")
 
-    for rule in (*step.modules, *step.symbols):
+    for rule in step.moves():
         if rule.new in seen:
             raise RulesError(
                 f"{rule.where}: new {rule.new!r} is also an old in this step "
