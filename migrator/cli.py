@@ -469,7 +469,7 @@ def verify_imports(
     module in a fresh interpreter instead.
 
     \b
-    Codes (a line ending in `# vam: ignore` or `# vam: ignore[VAI001]` is not reported):
+    Codes (a line carrying `# vam: ignore` or `# vam: ignore[VAI001]` is not reported):
       VAI001 error    cannot import name (module neither binds it nor has that submodule)
       VAI002 error    no such module, or a relative import beyond the top-level package
       VAI003 error    circular import that breaks at import time (name needed too early)

@@ -19,6 +19,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 KEYS = ("rules", "from", "to", "exclude", "line-length", "text-files", "comments")
+# Sub-tables other commands read (`vam verify-imports`).
+SUBTABLES = ("verify-imports",)
 
 
 class ConfigError(ValueError):
@@ -63,7 +65,7 @@ def load_config(start: Path) -> Config:
     section: dict[str, Any] = tool.get("vam", {}) if isinstance(tool, dict) else {}
     if not isinstance(section, dict):
         raise ConfigError(f"{path}: [tool.vam] must be a table")
-    unknown = sorted(set(section) - set(KEYS))
+    unknown = sorted(set(section) - set(KEYS) - set(SUBTABLES))
     if unknown:
         raise ConfigError(
             f"{path}: [tool.vam] unknown key {unknown[0]!r} (valid: {', '.join(KEYS)})"

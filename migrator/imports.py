@@ -8,6 +8,8 @@ name is kept as the alias so code below the import still works.
 
 from __future__ import annotations
 
+import enum
+import re
 from dataclasses import dataclass, field
 
 from migrator.resolver import Resolution, Resolver
@@ -113,3 +115,40 @@ def relative_module(anchor: str, level: int, target: str) -> tuple[int, str | No
         return 0, target
     rest = goal[len(base) :]
     return dots, ".".join(rest) or None
+
+
+class ImportStyle(enum.Enum):
+    BLACK = "black"
+    HANGING = "hanging"
+    ALIGNED = "aligned"
+
+
+_STYLE_PATTERNS = {
+    ImportStyle.BLACK: re.compile(r"import \([ \t]*\r?\n[^()]*,[ \t]*\r?\n[ \t]*\)"),
+    ImportStyle.HANGING: re.compile(r"import \([ \t]*\r?\n[^()]*[A-Za-z0-9_][ \t]*\)"),
+    ImportStyle.ALIGNED: re.compile(r"import \([A-Za-z_]"),
+}
+
+
+def detect_style(source: str) -> ImportStyle:
+    """The most common parenthesized from-import layout in `source` (BLACK if none)."""
+    counts = {style: len(pattern.findall(source)) for style, pattern in _STYLE_PATTERNS.items()}
+    best = max(counts, key=lambda s: counts[s])
+    return best if counts[best] else ImportStyle.BLACK
+
+
+@dataclass(frozen=True)
+class ImportContext:
+    """What an import rewrite needs besides the statement.
+
+    `package` anchors relative imports (None when the file's package is unknown: they are
+    left alone). `line_length` is None when the project configures none. `indent` is the
+    width of the indentation the statement sits at.
+    """
+
+    resolver: Resolver
+    package: str | None = None
+    line_length: int | None = None
+    style: ImportStyle = ImportStyle.BLACK
+    indent: int = 0
+    comments: bool = True

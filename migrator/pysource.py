@@ -15,13 +15,11 @@ import re
 import warnings
 from dataclasses import dataclass, field
 
-import libcst as cst
-
 from migrator import findings as F
 from migrator import text as T
+from migrator.comments import rewrite_comment
+from migrator.imports import ImportContext, ImportStyle, detect_style
 from migrator.resolver import Resolver
-from migrator.transformer import ImportContext, ImportTransformer, rewrite_comment
-from migrator.wrap import ImportStyle, detect_style
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _REST_IS_COMMENT = re.compile(r"[ \t\f]*(#[^\r\n]*)?")
@@ -289,6 +287,10 @@ class _Run:
             indent=len(indent or ""),
             comments=self.options.comments,
         )
+        import libcst as cst  # only files with an import to rewrite pay for libcst
+
+        from migrator.transformer import ImportTransformer
+
         try:
             module = cst.parse_module(
                 segment + self.newline, config=cst.PartialParserConfig(default_newline=self.newline)
@@ -471,7 +473,7 @@ class _Run:
                                 "string",
                                 f"'{parent}' and '{child}' are passed separately; together they "
                                 f"name '{full}', which moved to "
-                            f"'{self.resolver.resolve(full).new}'",
+                                f"'{self.resolver.resolve(full).new}'",
                                 old=full,
                             ),
                             start,

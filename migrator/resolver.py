@@ -104,7 +104,9 @@ class Resolver:
             leaf = re.escape(module.rpartition(".")[2])
             alternatives.append(rf"\b{leaf}[\s\\]+import[\s\\(]+\*")
         parents = {
-            old.rpartition(".")[0].rpartition(".")[2] for step in self.steps for old, _ in step.olds()
+            old.rpartition(".")[0].rpartition(".")[2]
+            for step in self.steps
+            for old, _ in step.olds()
         }
         if parents - {""}:
             joined = "|".join(map(re.escape, sorted(parents - {""})))

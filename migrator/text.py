@@ -16,9 +16,10 @@ from functools import lru_cache
 from migrator.resolver import Resolution, Resolver
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
-PRAGMA_LINE = "vam: ignore"
 PRAGMA_FILE = "vam: ignore-file"
-_PRAGMA_LINE_RE = re.compile(r"vam:\s*ignore(?!-)\b")
+# `vam: ignore` silences a line; `vam: ignore[VAI001]` names codes (only VAM codes concern us).
+_PRAGMA_LINE_RE = re.compile(r"vam:\s*ignore(?:\[([^\]]*)\])?(?![-\w])")
+_NEWLINES = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass(frozen=True)
@@ -112,13 +113,18 @@ def _path_edit(text: str, match: re.Match[str], resolver: Resolver) -> TextEdit 
 
 def ignored_lines(text: str) -> set[int]:
     """1-based numbers of the lines that carry a `vam: ignore` pragma."""
-    if PRAGMA_LINE not in text and not _PRAGMA_LINE_RE.search(text):
+    if not _PRAGMA_LINE_RE.search(text):
         return set()
-    return {
-        number
-        for number, line in enumerate(text.splitlines(), start=1)
-        if _PRAGMA_LINE_RE.search(line)
-    }
+    lines = _NEWLINES.split(text)
+    return {number for number, line in enumerate(lines, start=1) if _silences_vam(line)}
+
+
+def _silences_vam(line: str) -> bool:
+    for match in _PRAGMA_LINE_RE.finditer(line):
+        codes = match.group(1)
+        if codes is None or any(c.strip().startswith("VAM") for c in codes.split(",")):
+            return True
+    return False
 
 
 def ignores_file(text: str) -> bool:

@@ -8,42 +8,20 @@ rendered byte for byte. The transformer runs on one statement at a time: the loc
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from migrator import findings as F
-from migrator import text as T
+from migrator.comments import rewrite_comment
 from migrator.imports import (
     FromImportPlan,
+    ImportContext,
     TargetStatement,
     absolute_module,
     plan_from_import,
     relative_module,
 )
-from migrator.resolver import Resolver
-from migrator.wrap import ImportStyle, wrap_from_import
-
-_COMMENTED_IMPORT = re.compile(r"(#\s*)((?:from|import)\s.*)$", re.S)
-
-
-@dataclass(frozen=True)
-class ImportContext:
-    """What an import rewrite needs besides the statement.
-
-    `package` anchors relative imports (None when the file's package is unknown: they are
-    left alone). `line_length` is None when the project configures none. `indent` is the
-    width of the indentation the statement sits at.
-    """
-
-    resolver: Resolver
-    package: str | None = None
-    line_length: int | None = None
-    style: ImportStyle = ImportStyle.BLACK
-    indent: int = 0
-    comments: bool = True
+from migrator.wrap import wrap_from_import
 
 
 class ImportTransformer(cst.CSTTransformer):
@@ -75,9 +53,13 @@ class ImportTransformer(cst.CSTTransformer):
             if self._too_long(new_line) and _multi_name_import(new_line):
                 # `import a, b` cannot be wrapped in parentheses: one statement per name.
                 names = new_line.body[0].names  # type: ignore[attr-defined]
-                return self._split_line(new_line, [
-                    cst.Import(names=[n.with_changes(comma=cst.MaybeSentinel.DEFAULT)])
-                    for n in names])
+                return self._split_line(
+                    new_line,
+                    [
+                        cst.Import(names=[n.with_changes(comma=cst.MaybeSentinel.DEFAULT)])
+                        for n in names
+                    ],
+                )
             return self._wrap_if_long(new_line)
         if len(groups) == 1:
             return self._split_line(updated_node, groups[0])
@@ -266,44 +248,6 @@ class ImportTransformer(cst.CSTTransformer):
         )
 
 
-def rewrite_comment(value: str, ctx: ImportContext) -> tuple[list[str] | None, list[F.Finding]]:
-    """New text of a comment (one entry per resulting line, None when nothing changes).
-
-    Commented-out code counts as code: an import statement is re-planned by the import
-    rules; any other comment goes through the text rewriter. Findings carry no positions.
-    """
-    match = _COMMENTED_IMPORT.match(value)
-    if match:
-        result = _rewrite_commented_import(match.group(1), match.group(2), ctx)
-        if result is not None:
-            return result
-    new, edits = T.rewrite(value, ctx.resolver)
-    findings = [F.text_finding(edit, "comment") for edit in edits]
-    return (None if new == value else [new]), findings
-
-
-def _rewrite_commented_import(
-    lead: str, code: str, ctx: ImportContext
-) -> tuple[list[str] | None, list[F.Finding]] | None:
-    try:
-        statement = cst.parse_statement(code)
-    except cst.ParserSyntaxError:
-        return None
-    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
-        return None
-    if not isinstance(statement.body[0], (cst.Import, cst.ImportFrom)):
-        return None
-    sub = ImportTransformer(ImportContext(ctx.resolver, ctx.package, comments=False))
-    new = cst.Module(body=[statement]).visit(sub)
-    findings = [
-        F.Finding("", 0, 0, f.code, "comment", f.message, f.old, f.new, f.step)
-        for f in sub.findings
-    ]
-    if not any(f.fixable for f in findings):
-        return None, findings
-    return [lead + line for line in new.code.rstrip("\r\n").splitlines()], findings
-
-
 def _join_comment(lines: list[str]) -> list[str]:
     """A trailing comment cannot span lines: continuation statements lose their `#`."""
     return [lines[0], *(line.lstrip("#").lstrip() for line in lines[1:])]
@@ -322,7 +266,9 @@ def _comments_in(node: cst.CSTNode | None) -> list[str]:
 
 
 def _multi_name_import(line: cst.SimpleStatementLine) -> bool:
-    return len(line.body) == 1 and isinstance(line.body[0], cst.Import) and len(line.body[0].names) > 1
+    return (
+        len(line.body) == 1 and isinstance(line.body[0], cst.Import) and len(line.body[0].names) > 1
+    )
 
 
 def dotted_node(dotted: str) -> cst.Attribute | cst.Name:

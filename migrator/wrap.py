@@ -10,30 +10,9 @@ Three styles cover what black, ruff format, isort and yapf write:
 
 from __future__ import annotations
 
-import enum
-import re
-
 import libcst as cst
 
-
-class ImportStyle(enum.Enum):
-    BLACK = "black"
-    HANGING = "hanging"
-    ALIGNED = "aligned"
-
-
-_STYLE_PATTERNS = {
-    ImportStyle.BLACK: re.compile(r"import \([ \t]*\r?\n[^()]*,[ \t]*\r?\n[ \t]*\)"),
-    ImportStyle.HANGING: re.compile(r"import \([ \t]*\r?\n[^()]*[A-Za-z0-9_][ \t]*\)"),
-    ImportStyle.ALIGNED: re.compile(r"import \([A-Za-z_]"),
-}
-
-
-def detect_style(source: str) -> ImportStyle:
-    """The most common parenthesized from-import layout in `source` (BLACK if none)."""
-    counts = {style: len(pattern.findall(source)) for style, pattern in _STYLE_PATTERNS.items()}
-    best = max(counts, key=lambda s: counts[s])
-    return best if counts[best] else ImportStyle.BLACK
+from migrator.imports import ImportStyle
 
 
 def wrap_from_import(

@@ -369,3 +369,13 @@ def test_unsafe_forms_are_reported_for_a_human(source: str, needle: str) -> None
     assert len(human) == 1, findings
     assert needle in human[0].message
     assert human[0].line >= 1
+
+
+def test_pragma_with_codes_only_silences_vam_codes() -> None:
+    source = d("""\
+        from vllm_ascend.distributed.mooncake_connector import X  # vam: ignore[VAI001]
+        from vllm_ascend.distributed.kvpool import Y  # vam: ignore[VAI001, VAM001]
+        """)
+    new, _ = rewrite(source)
+    assert new == source.replace(
+        "distributed.mooncake_connector", "distributed.kv_transfer.kv_p2p.mooncake_connector")

@@ -1,0 +1,38 @@
+"""`vam verify-imports`: the import-only CI check.
+
+Static mode resolves every first-party import against the package's own files, never running
+them (index.py: what a module binds; project.py: star imports, suggestions; checker.py: names
+and modules; cycles.py: cycles that break at import time). Dynamic mode imports each module in
+a subprocess (dynamic.py). run.py ties them to the command line; output.py renders findings.
+"""
+
+from migrator.verify_imports.discovery import TargetError
+from migrator.verify_imports.dynamic import DEFAULT_OPTIONAL, DEFAULT_TIMEOUT_S
+from migrator.verify_imports.findings import CODE_TITLES, SEVERITY, Finding
+from migrator.verify_imports.output import FORMATS, render, summary
+from migrator.verify_imports.run import (
+    Settings,
+    SettingsError,
+    VerifyResult,
+    load_settings,
+    verify_dynamic,
+    verify_static,
+)
+
+__all__ = [
+    "CODE_TITLES",
+    "DEFAULT_OPTIONAL",
+    "DEFAULT_TIMEOUT_S",
+    "FORMATS",
+    "SEVERITY",
+    "Finding",
+    "Settings",
+    "SettingsError",
+    "TargetError",
+    "VerifyResult",
+    "load_settings",
+    "render",
+    "summary",
+    "verify_dynamic",
+    "verify_static",
+]

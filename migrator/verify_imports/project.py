@@ -1,0 +1,223 @@
+"""The first-party modules of a layout, parsed on demand: what each module binds, star imports
+expanded transitively, and the reverse maps behind "did you mean" suggestions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from migrator.verify_imports.discovery import EXTENSION, NAMESPACE, Layout, ModuleFile
+from migrator.verify_imports.index import ImportStmt, ModuleInfo, add_binding, index_source
+
+# Attributes every module has without binding them.
+IMPLICIT_NAMES = frozenset({
+    "__name__", "__doc__", "__file__", "__spec__", "__loader__", "__package__", "__builtins__",
+    "__cached__", "__dict__",
+})
+
+
+@dataclass
+class Namespace:
+    """A module's run-time namespace as far as static analysis can tell.
+
+    `bindings`: name -> (position, line) of its first binding, star-imported names included at
+    the position of their star import. `open_reason` says why names beyond these may exist
+    (a star import from a third-party module, `globals()` writes), or is "".
+    """
+
+    bindings: dict[str, tuple[int, int]] = field(default_factory=dict)
+    rebinds: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    typing_names: set[str] = field(default_factory=set)
+    open_reason: str = ""
+
+
+class RelativeImportError(ValueError):
+    """A relative import that Python itself would reject (message as Python words it)."""
+
+
+def resolve_from_module(stmt: ImportStmt, module: str, is_package: bool) -> str:
+    """The absolute module a `from` statement in `module` names (importlib's _resolve_name)."""
+    if stmt.level == 0:
+        return stmt.module or ""
+    package = module if is_package else module.rpartition(".")[0]
+    if not package:
+        raise RelativeImportError("attempted relative import with no known parent package")
+    bits = package.rsplit(".", stmt.level - 1)
+    if len(bits) < stmt.level:
+        raise RelativeImportError("attempted relative import beyond top-level package")
+    return f"{bits[0]}.{stmt.module}" if stmt.module else bits[0]
+
+
+class Project:
+    """Parsed first-party modules of one `Layout`; each file is read and parsed at most once."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self.modules = layout.modules
+        self.first_party = frozenset(layout.roots)
+        self._infos: dict[Path, ModuleInfo] = {}
+        self._sources: dict[Path, bytes] = {}
+        self._namespaces: dict[str, Namespace] = {}
+        self._expanding: set[str] = set()
+        self._defined_in: dict[str, list[str]] | None = None
+        self._bound_in: dict[str, list[str]] = {}
+        self._by_last: dict[str, list[str]] = {}
+
+    # -- parsing ------------------------------------------------------------------------------
+
+    def source(self, path: Path) -> bytes:
+        data = self._sources.get(path)
+        if data is None:
+            try:
+                data = path.read_bytes()
+            except OSError:
+                data = b""
+            self._sources[path] = data
+        return data
+
+    def info_of_file(self, path: Path) -> ModuleInfo:
+        info = self._infos.get(path)
+        if info is None:
+            info = index_source(self.source(path), str(path))
+            self._infos[path] = info
+        return info
+
+    def info(self, module: str) -> ModuleInfo | None:
+        """The index of a first-party module with source (None for extension/namespace/absent)."""
+        mod = self.modules.get(module)
+        if mod is None or mod.kind in (EXTENSION, NAMESPACE):
+            return None
+        return self.info_of_file(mod.path)
+
+    def is_first_party(self, dotted: str) -> bool:
+        return dotted.partition(".")[0] in self.first_party
+
+    # -- namespaces ---------------------------------------------------------------------------
+
+    def namespace(self, module: str) -> Namespace:
+        """The names `module` binds, star imports expanded transitively (cycles cut)."""
+        cached = self._namespaces.get(module)
+        if cached is not None:
+            return cached
+        mod = self.modules[module]
+        info = self.info(module)
+        ns = Namespace()
+        if info is None or info.syntax_error:
+            ns.open_reason = _opaque_reason(mod)
+            self._namespaces[module] = ns
+            return ns
+        ns.bindings = dict(info.bindings)
+        ns.rebinds = {name: list(later) for name, later in info.rebinds.items()}
+        ns.typing_names = set(info.typing_names)
+        if info.dynamic_globals:
+            ns.open_reason = "writes globals() or sys.modules[__name__] at run time"
+        self._expanding.add(module)
+        for stmt in info.imports:
+            if stmt.is_star:
+                self._expand_star(module, mod, stmt, ns)
+        self._expanding.discard(module)
+        # Inside a star-import cycle this is what is bound so far, as at run time.
+        self._namespaces[module] = ns
+        return ns
+
+    def _expand_star(self, module: str, mod: ModuleFile, stmt: ImportStmt, ns: Namespace) -> None:
+        try:
+            source = resolve_from_module(stmt, module, mod.is_package)
+        except RelativeImportError:
+            return
+        if not self.is_first_party(source):
+            if not stmt.typing_only:
+                ns.open_reason = ns.open_reason or f"star-imports third-party '{source}'"
+            return
+        if source not in self.modules or source in self._expanding:
+            return  # a missing module is reported where it is imported; a cycle adds nothing new
+        exported = self.namespace(source)
+        source_info = self.info(source)
+        if exported.open_reason and not stmt.typing_only:
+            reason = f"star-imports '{source}', which {exported.open_reason}"
+            ns.open_reason = ns.open_reason or reason
+        if source_info is not None and source_info.all_names is not None:
+            names = list(source_info.all_names)
+        else:
+            names = [n for n in exported.bindings if not n.startswith("_")]
+        line = stmt.line
+        pos = stmt.pos if stmt.pos is not None else 0
+        for name in names:
+            if stmt.typing_only:
+                if name not in ns.bindings:
+                    ns.typing_names.add(name)
+            else:
+                add_binding(ns.bindings, ns.rebinds, name, (pos, line))
+                ns.typing_names.discard(name)
+
+    # -- suggestions --------------------------------------------------------------------------
+
+    def _build_reverse_maps(self) -> dict[str, list[str]]:
+        defined: dict[str, list[str]] = {}
+        for name in self.modules:
+            self._by_last.setdefault(name.rpartition(".")[2], []).append(name)
+            info = self.info(name)
+            if info is None:
+                continue
+            for bound in info.bindings:
+                target = defined if bound in info.defined else self._bound_in
+                target.setdefault(bound, []).append(name)
+        self._defined_in = defined
+        return defined
+
+    def suggest_name(self, module: str, name: str, importer: str = "") -> str:
+        """Where `name` really lives in the first-party package ("" when nowhere): the closest
+        module that defines it, else a submodule of that name, else a module re-exporting it."""
+        defined = self._defined_in if self._defined_in is not None else self._build_reverse_maps()
+        for candidates, as_module in (
+            (defined.get(name, []), False),
+            (self._by_last.get(name, []), True),
+            (self._bound_in.get(name, []), False),
+        ):
+            others = [c for c in candidates if c not in (module, importer, f"{module}.{name}")]
+            if others:
+                best = _closest(module, others)
+                return best if as_module else f"{best}.{name}"
+        return ""
+
+    def suggest_module(self, missing: str, names: tuple[str, ...] = (), importer: str = "") -> str:
+        """An existing module for a missing one: same last component, else one defining every
+        imported name (never `importer`, whose own fallback definitions do not count)."""
+        defined = self._defined_in if self._defined_in is not None else self._build_reverse_maps()
+        last = missing.rpartition(".")[2]
+        same_last = [m for m in self._by_last.get(last, []) if m != missing]
+        if same_last:
+            return _closest(missing, same_last)
+        wanted = [n for n in names if n != "*"]
+        if wanted:
+            holders = set(defined.get(wanted[0], []))
+            for name in wanted[1:]:
+                holders &= set(defined.get(name, []))
+            holders.discard(importer)
+            if holders:
+                return _closest(missing, sorted(holders))
+        return ""
+
+
+def _closest(anchor: str, candidates: list[str]) -> str:
+    """The candidate sharing the longest dotted prefix with `anchor`, then the shallowest."""
+    anchor_parts = anchor.split(".")
+
+    def key(candidate: str) -> tuple[int, int, str]:
+        parts = candidate.split(".")
+        shared = 0
+        for a, b in zip(anchor_parts, parts, strict=False):
+            if a != b:
+                break
+            shared += 1
+        return (-shared, len(parts), candidate)
+
+    return min(candidates, key=key)
+
+
+def _opaque_reason(mod: ModuleFile) -> str:
+    if mod.kind == EXTENSION:
+        return "is a compiled extension"
+    if mod.kind == NAMESPACE:
+        return ""
+    return "does not parse"

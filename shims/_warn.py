@@ -1,0 +1,130 @@
+"""What a use of an old name does: warn once, raise, or nothing (per the pack's env var).
+
+The warning is attributed to the user's line, found by walking out of the import machinery
+and the shims themselves: `warnings.warn(stacklevel=...)` cannot do that, because the
+number of importlib frames between the user and the shim differs per import form.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import sys
+import warnings
+from types import FrameType
+
+from ._table import Entry
+
+MODES = ("warn", "error", "ignore")
+
+# Stdlib helpers that import by name on their caller's behalf: `mock.patch("old.x")`,
+# `pkgutil.resolve_name`, pickle's pure-Python unpickler. Their caller is the user.
+_HELPERS = frozenset({"pkgutil", "pickle", "unittest.mock"})
+
+_warned: set[tuple[str, str]] = set()
+_warned_lock = _thread.allocate_lock()
+
+
+class MovedNameWarning(DeprecationWarning):
+    """An old module path or name was used; it still works, through the shims.
+
+    Attributes `old`, `new`, `version` (the step that moved it) and `removal` (the release
+    that drops the shim, or None) carry the table row.
+    """
+
+    def __init__(self, message: str, entry: Entry) -> None:
+        super().__init__(message)
+        self.old = entry.old
+        self.new = entry.new
+        self.version = entry.version
+        self.removal = entry.removal
+
+
+class MovedNameError(ImportError):
+    """Raised instead of `MovedNameWarning` when the pack's env var is `error`."""
+
+
+class ShimsConfigError(ValueError):
+    """The shims' environment variable holds a value other than warn, error or ignore."""
+
+
+def mode(env_var: str) -> str:
+    """The action for uses of old names: "warn" (unset or empty too), "error" or "ignore".
+
+    Raises:
+        ShimsConfigError: any other value; the message names the variable and the choices.
+    """
+    raw = os.environ.get(env_var, "")
+    value = raw.strip().lower()
+    if value in ("", "warn"):
+        return "warn"
+    if value in MODES:
+        return value
+    raise ShimsConfigError(
+        f"{env_var}={raw!r} is not valid: use 'warn' (the default), 'error' or 'ignore'"
+    )
+
+
+def message(entry: Entry, env_var: str) -> str:
+    """The text of both the warning and the error: old, new, step, removal, the fix."""
+    what = "path" if entry.kind == "module" else "name"
+    removal = f"in {entry.removal}" if entry.removal else "in a future release"
+    return (
+        f"{entry.old} moved to {entry.new} in {entry.pack} {entry.version}; the old {what} "
+        f"is deprecated and will be removed {removal}. Run `vam migrate` to update your code "
+        f"({env_var}=error turns this into an ImportError, {env_var}=ignore silences it)."
+    )
+
+
+def report(entry: Entry, env_var: str) -> None:
+    """Act on one use of `entry.old`.
+
+    Raises:
+        MovedNameError: `env_var` is "error".
+        ShimsConfigError: `env_var` holds an unknown value.
+        MovedNameWarning: when warning filters turn it into an error (`-W error::...`);
+            the entry is then not marked as warned, so the next use raises again.
+    """
+    action = mode(env_var)
+    if action == "ignore":
+        return
+    if action == "error":
+        raise MovedNameError(message(entry, env_var), name=entry.old)
+    key = (entry.old, entry.new)
+    if key in _warned:
+        return
+    frame = _user_frame()
+    scope = frame.f_globals
+    warnings.warn_explicit(
+        MovedNameWarning(message(entry, env_var), entry),
+        MovedNameWarning,
+        frame.f_code.co_filename,
+        frame.f_lineno,
+        module=scope.get("__name__", "<unknown>"),
+        registry=scope.setdefault("__warningregistry__", {}),
+        # No module_globals: with them the C implementation asks the frame's loader for
+        # source and raises where it has none (`python -c` code, frozen modules).
+    )
+    with _warned_lock:
+        _warned.add(key)
+
+
+def _internal(module: str) -> bool:
+    return (
+        module in _HELPERS
+        or module == "importlib"
+        or module.startswith(("importlib.", "_frozen_importlib", "shims."))
+        or module == "shims"
+    )
+
+
+def _user_frame() -> FrameType:
+    """The innermost frame outside importlib, the shims and by-name import helpers."""
+    frame: FrameType | None = sys._getframe(1)
+    last = sys._getframe(1)
+    while frame is not None:
+        if not _internal(frame.f_globals.get("__name__") or ""):
+            return frame
+        last = frame
+        frame = frame.f_back
+    return last
