@@ -259,7 +259,7 @@ def check(
     """
     targets, config, pack, _ = _setup(paths, rules_name, from_version, to_version)
     sources = _sources(targets, config, exclude)
-    options = Options(comments=config.comments and not no_comments, positions=True)
+    options = Options(comments=config.comments and not no_comments, report_only=True)
     job = Job(
         pack,
         from_version or config.from_version,

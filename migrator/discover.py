@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,64 +101,86 @@ def iter_files(
     Raises:
         FileNotFoundError: a path does not exist (a usage error for the CLI).
     """
-    exclude = tuple(exclude)
-    globs = tuple(text_globs)
-    seen: set[Path] = set()
+    excluded = _glob_regex(exclude)
+    wanted = _glob_regex(text_globs)
+    seen: set[str] = set()
     for given in paths:
         if not given.exists() and not given.is_symlink():
             raise FileNotFoundError(str(given))
-        if given.is_dir() and not given.is_symlink():
-            files = _walk(given, exclude, globs)
-            root = given
-        elif given.is_file() and not given.is_symlink():
-            files = iter([given])
-            root = given.parent
-        else:
+        if given.is_symlink():
             continue
-        for path in files:
-            key = path.resolve()
-            if key not in seen:
-                seen.add(key)
-                yield SourceFile(path, root, kind_of(path))
+        # The walk follows no symlink, so below the resolved root every path is real:
+        # one realpath per root identifies files given twice (`.` and `./src`).
+        real = os.path.realpath(given)
+        if given.is_dir():
+            for full, rel in _walk(str(given), excluded, wanted):
+                key = os.path.join(real, rel)
+                if key not in seen:
+                    seen.add(key)
+                    path = Path(full)
+                    yield SourceFile(path, given, kind_of(path))
+        elif given.is_file() and real not in seen:
+            seen.add(real)
+            yield SourceFile(given, given.parent, kind_of(given))
 
 
-def _matches(name: str, rel: str, patterns: tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(rel, p) for p in patterns)
+def _glob_regex(patterns: Iterable[str]) -> re.Pattern[str] | None:
+    """One regex for a list of fnmatch-style globs (case-sensitive), None for no globs."""
+    patterns = list(patterns)
+    if not patterns:
+        return None
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns))
 
 
-def _walk(root: Path, exclude: tuple[str, ...], globs: tuple[str, ...]) -> Iterator[Path]:
+def _hit(regex: re.Pattern[str] | None, name: str, rel: str) -> bool:
+    return regex is not None and (regex.match(name) is not None or regex.match(rel) is not None)
+
+
+def _walk(
+    root: str, excluded: re.Pattern[str] | None, wanted: re.Pattern[str] | None
+) -> Iterator[tuple[str, str]]:
+    """(path, path relative to `root`) of every wanted file, top-down, sorted by name."""
     specs: list[tuple[str, pathspec.PathSpec]] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = os.path.relpath(dirpath, root)
-        rel_dir = "" if rel_dir == "." else rel_dir
+    stack: list[tuple[str, str]] = [(root, "")]
+    while stack:
+        folder, rel_dir = stack.pop()
+        try:
+            with os.scandir(folder) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError:
+            continue
         specs = [(base, spec) for base, spec in specs if _within(rel_dir, base)]
-        if ".gitignore" in filenames:
-            spec = _load_gitignore(Path(dirpath) / ".gitignore")
+        if any(e.name == ".gitignore" for e in entries):
+            spec = _load_gitignore(Path(folder) / ".gitignore")
             if spec is not None:
                 specs.append((rel_dir, spec))
-        kept = []
-        for name in sorted(dirnames):
-            full = os.path.join(dirpath, name)
-            rel = os.path.join(rel_dir, name)
-            if (
-                name in SKIPPED_DIRS
-                or name.endswith(".egg-info")
-                or os.path.islink(full)
-                or os.path.exists(os.path.join(full, "pyvenv.cfg"))
-                or _matches(name, rel, exclude)
-                or _ignored(rel + "/", specs)
-            ):
+        folders = []
+        for entry in entries:
+            if entry.is_symlink():
                 continue
-            kept.append(name)
-        dirnames[:] = kept
-        for name in sorted(filenames):
-            rel = os.path.join(rel_dir, name)
-            full = os.path.join(dirpath, name)
-            if not _matches(name, rel, globs) or _matches(name, rel, exclude):
-                continue
-            if os.path.islink(full) or _ignored(rel, specs):
-                continue
-            yield Path(full)
+            rel = os.path.join(rel_dir, entry.name) if rel_dir else entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if not _skip_folder(entry, rel, excluded, specs):
+                    folders.append((entry.path, rel))
+            elif _hit(wanted, entry.name, rel) and not _hit(excluded, entry.name, rel):
+                if not _ignored(rel, specs):
+                    yield entry.path, rel
+        stack.extend(reversed(folders))
+
+
+def _skip_folder(
+    entry: os.DirEntry[str],
+    rel: str,
+    excluded: re.Pattern[str] | None,
+    specs: list[tuple[str, pathspec.PathSpec]],
+) -> bool:
+    return (
+        entry.name in SKIPPED_DIRS
+        or entry.name.endswith(".egg-info")
+        or os.path.exists(os.path.join(entry.path, "pyvenv.cfg"))
+        or _hit(excluded, entry.name, rel)
+        or _ignored(rel + "/", specs)
+    )
 
 
 def _within(rel_dir: str, base: str) -> bool:

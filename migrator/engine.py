@@ -22,11 +22,12 @@ from migrator.resolver import Resolver
 
 @dataclass(frozen=True)
 class Options:
-    """Per-run switches. `positions` asks for line/column of every finding (check mode)."""
+    """Per-run switches. `report_only` (check mode) wants findings, not new text: imports are
+    judged without libcst, and files that do not parse are still scanned as text."""
 
     comments: bool = True
     line_length: int | None = None
-    positions: bool = False
+    report_only: bool = False
 
 
 @dataclass
@@ -47,6 +48,7 @@ class Engine:
         self.resolver = resolver
         self.options = options
         self._trigger = re.compile(resolver.trigger_pattern())
+        self._packages = tuple(p.encode() for p in resolver.packages)
         # ASCII word boundaries: `mooncake_connector中` still names the module.
         line_trigger = re.compile(resolver.trigger_pattern().decode(), re.ASCII)
         self._python_rewriter = PythonRewriter(resolver, line_trigger)
@@ -57,13 +59,35 @@ class Engine:
             data = source.path.read_bytes()
         except OSError as exc:
             return self._fail(result, F.UNREADABLE, f"cannot read: {exc.strerror or exc}")
-        if not self._trigger.search(data):
+        if not self._may_refer(source, data):
             return result
         if source.kind == "python":
             return self._python(source, data, result)
         if source.kind == "notebook":
             return self._notebook(data, result)
         return self._text(data, result)
+
+    def screen(self, source: SourceFile) -> bool:
+        """Whether `source` needs processing: it may refer to a moved name (or is unreadable,
+        which `process` reports)."""
+        try:
+            data = source.path.read_bytes()
+        except OSError:
+            return True
+        return self._may_refer(source, data)
+
+    def _may_refer(self, source: SourceFile, data: bytes) -> bool:
+        """Cheap tests every file with a reference passes; most files fail the first.
+
+        A reference spells a table package (`vllm_ascend`), unless it is a relative import,
+        which only a file inside such a package can hold; and it spells the last component
+        of a moved name (see `Resolver.trigger_pattern`).
+        """
+        if not any(package in data for package in self._packages) and not any(
+            part in self.resolver.packages for part in source.path.parts
+        ):
+            return False
+        return self._trigger.search(data) is not None
 
     # -- Python ----------------------------------------------------------------------------
 
@@ -87,7 +111,7 @@ class Engine:
                 line,
                 col,
             )
-            if self.options.positions:
+            if self.options.report_only:
                 result.findings.extend(self._text_findings(text)[1])
             return result
         result.findings.extend(findings)
@@ -106,7 +130,9 @@ class Engine:
         Raises:
             SyntaxError: `text` is not valid Python.
         """
-        options = PythonOptions(package, self.options.comments, self.options.line_length)
+        options = PythonOptions(
+            package, self.options.comments, self.options.line_length, not self.options.report_only
+        )
         return self._python_rewriter.rewrite(text, options)
 
     # -- notebooks -------------------------------------------------------------------------

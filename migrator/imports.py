@@ -12,6 +12,7 @@ import enum
 import re
 from dataclasses import dataclass, field
 
+from migrator import findings as F
 from migrator.resolver import Resolution, Resolver
 
 
@@ -78,6 +79,54 @@ def plan_from_import(
         entry = ImportedName(new_name, alias, resolution if moved else None, index)
         targets.setdefault(new_module, TargetStatement(new_module)).names.append(entry)
     return FromImportPlan(list(targets.values()), resolutions, removed)
+
+
+def import_findings(names: list[str], resolver: Resolver) -> list[F.Finding]:
+    """What `import a.b, c.d as e` refers to: one finding per moved or removed module."""
+    found = []
+    for name in names:
+        if not resolver.is_ours(name):
+            continue
+        resolution = resolver.resolve_module(name)
+        if resolution.removed:
+            found.append(F.removed("import", resolution))
+        if resolution.changed:
+            found.append(F.moved("import", resolution))
+    return found
+
+
+def from_import_findings(
+    module: str, relative: bool, star: bool, plan: FromImportPlan, resolver: Resolver
+) -> list[F.Finding]:
+    """What `from module import ...` refers to, given its plan (`module` absolute).
+
+    One finding for the module when the whole statement follows it, else one per moved
+    name; removed names; and a star import from a module that lost names, which no tool can
+    rewrite (the names it bound are unknown to the table).
+    """
+    kind = "relative-import" if relative else "from-import"
+    found = [F.removed(kind, r) for r in plan.removed]
+    if star and module in resolver.symbol_sources():
+        moved = sorted(
+            m.old_name for s in resolver.steps for m in s.symbols if m.old_module == module
+        )
+        found.append(
+            F.needs_human(
+                kind,
+                f"star import from '{module}', whose names {', '.join(moved)} moved: import "
+                "them from their new module explicitly",
+                old=module,
+            )
+        )
+    if not plan.changed:
+        return found
+    module_res = resolver.resolve_module(module)
+    if module_res.changed and not plan.split:
+        return [*found, F.moved(kind, module_res)]
+    for resolution in plan.resolutions:
+        moved_kind = "symbol-import" if resolution.first.kind == "symbol" else "submodule-import"
+        found.append(F.moved(kind if relative else moved_kind, resolution))
+    return found
 
 
 def absolute_module(anchor_package: str | None, level: int, module: str | None) -> str | None:

@@ -18,7 +18,15 @@ from dataclasses import dataclass, field
 from migrator import findings as F
 from migrator import text as T
 from migrator.comments import rewrite_comment
-from migrator.imports import ImportContext, ImportStyle, detect_style
+from migrator.imports import (
+    ImportContext,
+    ImportStyle,
+    absolute_module,
+    detect_style,
+    from_import_findings,
+    import_findings,
+    plan_from_import,
+)
 from migrator.resolver import Resolver
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
@@ -29,11 +37,13 @@ _DOCSTRING_OWNERS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctio
 
 @dataclass(frozen=True)
 class PythonOptions:
-    """`package` anchors relative imports (None: left alone); `line_length` None: no wrapping."""
+    """`package` anchors relative imports (None: left alone); `line_length` None: no wrapping;
+    `rewrite` False: findings only (imports are then judged from the ast, without libcst)."""
 
     package: str | None = None
     comments: bool = True
     line_length: int | None = None
+    rewrite: bool = True
 
 
 @dataclass
@@ -275,7 +285,23 @@ class _Run:
             self.import_lines.update(range(first, last + 1))
             if self._skip(start, end):
                 continue
-            self._import(start, end, self.smap.text[start:end])
+            if self.options.rewrite:
+                self._import(start, end, self.smap.text[start:end])
+            else:
+                self.findings.extend(self._at(f, start) for f in self._import_findings(node))
+
+    def _import_findings(self, node: ast.stmt) -> list[F.Finding]:
+        """The findings `_import` would report, from the ast alone."""
+        if isinstance(node, ast.Import):
+            return import_findings([alias.name for alias in node.names], self.resolver)
+        assert isinstance(node, ast.ImportFrom)
+        module = absolute_module(self.options.package, node.level, node.module)
+        if module is None or not self.resolver.is_ours(module):
+            return []
+        names = [(alias.name, alias.asname) for alias in node.names]
+        star = names == [("*", None)]
+        plan = plan_from_import(module, names, self.resolver)
+        return from_import_findings(module, node.level > 0, star, plan, self.resolver)
 
     def _import(self, start: int, end: int, segment: str) -> None:
         indent = self.smap.indentation(start)

@@ -20,8 +20,8 @@ from migrator.resolver import Resolver
 from migrator.writer import WriteRefused, atomic_write
 from rules import Pack
 
-# Below this many files a pool costs more than it saves.
-_POOL_THRESHOLD = 64
+# Below this many files that need processing, a pool costs more than it saves.
+_POOL_THRESHOLD = 32
 _CHUNK = 16
 
 
@@ -80,19 +80,33 @@ def run(
     jobs: int,
     on_result: Callable[[FileResult], None] | None = None,
 ) -> Iterator[FileResult]:
-    """Process `sources`, yielding one result per file in input order."""
-    if jobs <= 1 or len(sources) < _POOL_THRESHOLD:
-        _init(job)
-        for source in sources:
-            result = _work(source)
-            if on_result:
-                on_result(result)
-            yield result
+    """Process `sources`, yielding one result per file in input order.
+
+    The parent screens every file first (a read and two byte searches); only files that may
+    hold a reference go to the workers, and a pool is started only when there are enough of
+    them to pay for it.
+    """
+    _init(job)
+    assert _engine is not None
+    keep = [_engine.screen(source) for source in sources]
+    todo = [source for source, kept in zip(sources, keep, strict=True) if kept]
+    if jobs <= 1 or len(todo) < _POOL_THRESHOLD:
+        yield from _merge(sources, keep, map(_work, todo), on_result)
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(method)
     with ProcessPoolExecutor(jobs, mp_context=context, initializer=_init, initargs=(job,)) as pool:
-        for result in pool.map(_work, sources, chunksize=_CHUNK):
-            if on_result:
-                on_result(result)
-            yield result
+        yield from _merge(sources, keep, pool.map(_work, todo, chunksize=_CHUNK), on_result)
+
+
+def _merge(
+    sources: Sequence[SourceFile],
+    keep: list[bool],
+    processed: Iterator[FileResult],
+    on_result: Callable[[FileResult], None] | None,
+) -> Iterator[FileResult]:
+    for source, kept in zip(sources, keep, strict=True):
+        result = next(processed) if kept else FileResult(str(source.path))
+        if on_result:
+            on_result(result)
+        yield result

@@ -18,6 +18,8 @@ from migrator.imports import (
     ImportContext,
     TargetStatement,
     absolute_module,
+    from_import_findings,
+    import_findings,
     plan_from_import,
     relative_module,
 )
@@ -101,20 +103,14 @@ class ImportTransformer(cst.CSTTransformer):
         return cst.FlattenSentinel(out)
 
     def _rewrite_import(self, node: cst.Import) -> cst.Import:
+        dotted = [get_full_name_for_node(alias.name) or "" for alias in node.names]
+        self.findings.extend(import_findings(dotted, self.resolver))
         names = []
-        for alias in node.names:
-            name = get_full_name_for_node(alias.name)
-            if not name or not self.resolver.is_ours(name):
-                names.append(alias)
-                continue
-            resolution = self.resolver.resolve_module(name)
-            if resolution.removed:
-                self.findings.append(F.removed("import", resolution))
-            if not resolution.changed:
-                names.append(alias)
-                continue
-            self.findings.append(F.moved("import", resolution))
-            names.append(alias.with_changes(name=dotted_node(resolution.new)))
+        for alias, name in zip(node.names, dotted, strict=True):
+            resolution = self.resolver.resolve_module(name) if self.resolver.is_ours(name) else None
+            if resolution is not None and resolution.changed:
+                alias = alias.with_changes(name=dotted_node(resolution.new))
+            names.append(alias)
         return node.with_changes(names=names)
 
     def _absolute(self, node: cst.ImportFrom) -> str | None:
@@ -125,17 +121,18 @@ class ImportTransformer(cst.CSTTransformer):
         module = self._absolute(node)
         if module is None or not self.resolver.is_ours(module):
             return [node]
-        kind = "relative-import" if node.relative else "from-import"
-        if isinstance(node.names, cst.ImportStar):
-            names: list[tuple[str, str | None]] = [("*", None)]
-            self._check_star(module, kind)
-        else:
-            names = [(get_full_name_for_node(a.name) or "", a.evaluated_alias) for a in node.names]
+        star = isinstance(node.names, cst.ImportStar)
+        names: list[tuple[str, str | None]] = (
+            [("*", None)]
+            if star
+            else [(get_full_name_for_node(a.name) or "", a.evaluated_alias) for a in node.names]  # type: ignore[union-attr]
+        )
         plan = plan_from_import(module, names, self.resolver)
-        self.findings.extend(F.removed(kind, r) for r in plan.removed)
+        self.findings.extend(
+            from_import_findings(module, bool(node.relative), star, plan, self.resolver)
+        )
         if not plan.changed:
             return [node]
-        self._report_plan(plan, module, kind if node.relative else None)
         if not plan.split:
             return [self._retarget(node, plan.targets[0])]
         statements = [self._fresh_from_import(node, target) for target in plan.targets]
@@ -154,30 +151,6 @@ class ImportTransformer(cst.CSTTransformer):
                 found = around + found
             if found:
                 self._inner_comments[id(statement)] = found
-
-    def _check_star(self, module: str, kind: str) -> None:
-        if module not in self.resolver.symbol_sources():
-            return
-        moved = sorted(
-            m.old_name for s in self.resolver.steps for m in s.symbols if m.old_module == module
-        )
-        self.findings.append(
-            F.needs_human(
-                kind,
-                f"star import from '{module}', whose names {', '.join(moved)} moved: import them "
-                "from their new module explicitly",
-                old=module,
-            )
-        )
-
-    def _report_plan(self, plan: FromImportPlan, module: str, relative_kind: str | None) -> None:
-        module_res = self.resolver.resolve_module(module)
-        if module_res.changed and not plan.split:
-            self.findings.append(F.moved(relative_kind or "from-import", module_res))
-            return
-        for resolution in plan.resolutions:
-            kind = "symbol-import" if resolution.first.kind == "symbol" else "submodule-import"
-            self.findings.append(F.moved(relative_kind or kind, resolution))
 
     def _module_fields(self, node: cst.ImportFrom, target: str) -> dict[str, object]:
         """`module` and `relative` fields naming absolute `target`, relative if `node` was."""

@@ -7,6 +7,6 @@ cd "$(dirname "$0")/.."
 
 venv=${VAM_VENV:-.venv}
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off -q -e '.[dev]'
+"$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off -q -e '.[dev,kv]'
 scripts/install-subsystem-deps.sh "$venv/bin/python"
 exec "$venv/bin/python" -m pytest "$@"

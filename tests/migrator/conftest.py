@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def engine(pack: rules.Pack | None = None, **options: object) -> Engine:
     pack = pack or rules.load_pack("vllm_ascend")
-    return Engine(Resolver(pack), Options(positions=True, **options))  # type: ignore[arg-type]
+    return Engine(Resolver(pack), Options(**options))  # type: ignore[arg-type]
 
 
 def rewrite(source: str, package: str | None = None, pack: rules.Pack | None = None,

@@ -1,0 +1,140 @@
+"""The built wheel works on its own: installed into a fresh virtual environment with its
+runtime dependencies, away from this checkout, `vam` migrates the example project with the
+rule pack that ships inside the wheel.
+
+The wheel is built (`python -m build --wheel`, isolated build environment) from a snapshot
+of the working tree in a temporary folder, so the checkout gets no `build/` folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "legacy_downstream"
+
+
+def _run(command: list[str | Path], cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    result = subprocess.run(
+        [str(c) for c in command],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        timeout=900,
+    )
+    if check:
+        assert result.returncode == 0, f"{command}: {result.stdout}\n{result.stderr}"
+    return result
+
+
+def _snapshot(dest: Path) -> Path:
+    """The files git tracks or would track (not ignored), copied to `dest`."""
+    if (REPO / ".git").exists():
+        listing = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        ).stdout.split(b"\0")
+        names = [os.fsdecode(n) for n in listing if n]
+    else:  # an unpacked sdist: everything there is meant to be built
+        names = [str(p.relative_to(REPO)) for p in REPO.rglob("*") if p.is_file()]
+    for name in names:
+        source = REPO / name
+        if source.is_file():
+            target = dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(the wheel, the bin folder of a fresh venv it is installed in)."""
+    root = tmp_path_factory.mktemp("wheel")
+    source = _snapshot(root / "src")
+    _run([sys.executable, "-m", "build", "--wheel", "--outdir", root / "dist", source], cwd=root)
+    (wheel,) = (root / "dist").glob("vam-*.whl")
+    venv.EnvBuilder(with_pip=True, clear=True).create(root / "venv")
+    bin_dir = root / "venv" / "bin"
+    _run([bin_dir / "python", "-m", "pip", "install", "--quiet", wheel], cwd=root)
+    return wheel, bin_dir
+
+
+def test_wheel_ships_the_rule_pack_and_no_tests(installed: tuple[Path, Path]) -> None:
+    wheel, _ = installed
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "rules/vllm_ascend.toml" in names
+    assert {"migrator/cli.py", "migrator/__main__.py", "rules/schema.py"} <= names
+    assert not any(n.startswith(("tests/", "benchmarks/", "examples/")) for n in names)
+
+
+def test_installed_vam_runs_from_the_venv_not_the_checkout(
+    installed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, bin_dir = installed
+    where = _run(
+        [
+            bin_dir / "python",
+            "-c",
+            "import migrator, rules; print(migrator.__file__, rules.__file__)",
+        ],
+        cwd=tmp_path,
+    ).stdout.split()
+    site = bin_dir.parent / "lib"
+    assert all(Path(w).is_relative_to(site) for w in where), where
+
+
+def test_installed_vam_migrates_the_example(installed: tuple[Path, Path], tmp_path: Path) -> None:
+    _, bin_dir = installed
+    shutil.copytree(EXAMPLE, tmp_path / "legacy_downstream")
+    before = {p: p.read_bytes() for p in (tmp_path / "legacy_downstream").rglob("*") if p.is_file()}
+
+    diff = _run([bin_dir / "vam", "migrate", "--diff", "legacy_downstream"], cwd=tmp_path)
+    for new in (
+        "+from vllm_ascend.distributed.kv_transfer import register_connector",
+        "+from vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector import (",
+        "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import Backend",
+    ):
+        assert new in diff.stdout, diff.stdout
+    assert "--- a/legacy_downstream/ascend_plugin/connectors.py" in diff.stdout
+    # --diff writes nothing.
+    assert {p: p.read_bytes() for p in before} == before
+
+    # The same diff as the checkout's own vam gives.
+    reference = _run(
+        [sys.executable, "-m", "migrator", "migrate", "--diff", "legacy_downstream"], cwd=tmp_path
+    )
+    assert diff.stdout == reference.stdout
+
+
+def test_installed_vam_lists_the_bundled_rule_pack(
+    installed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, bin_dir = installed
+    listing = _run([bin_dir / "vam", "rules", "list"], cwd=tmp_path).stdout
+    assert listing.startswith("vllm_ascend  steps: 0.14.0  (vllm_ascend.toml)\n"), listing
+    validate = _run([bin_dir / "vam", "rules", "validate", "vllm_ascend"], cwd=tmp_path).stdout
+    assert ": ok (" in validate, validate
+
+
+def test_python_dash_m_migrator_works_in_the_venv(
+    installed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, bin_dir = installed
+    help_text = _run([bin_dir / "python", "-m", "migrator", "--help"], cwd=tmp_path).stdout
+    for command in ("migrate", "check", "explain", "rules"):
+        assert f"  {command} " in help_text, help_text
+    version = _run([bin_dir / "python", "-m", "migrator", "--version"], cwd=tmp_path).stdout
+    assert version.startswith("vam, version "), version
