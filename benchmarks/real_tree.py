@@ -36,8 +36,13 @@ _REF = None
 
 
 def vam(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "migrator", *args], cwd=cwd,
-                          capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "migrator", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def targets() -> list[str]:
@@ -87,7 +92,12 @@ def agreement(old_tree: Path, migrated: Path, new_tree: Path) -> dict[str, objec
     for path in sorted(old_tree.rglob("*")):
         rel = path.relative_to(old_tree)
         other = new_tree / rel
-        if not path.is_file() or not other.is_file() or "egg-info" in str(rel) or rel.name == "PKG-INFO":
+        if (
+            not path.is_file()
+            or not other.is_file()
+            or "egg-info" in str(rel)
+            or rel.name == "PKG-INFO"
+        ):
             continue
         try:
             before_text = path.read_text(encoding="utf-8-sig")
@@ -124,15 +134,32 @@ def rename_baseline(tree: Path) -> float:
     try:
         copy = work / "tree"
         shutil.copytree(tree, copy)
-        subprocess.run([sys.executable, "-m", "libcst.tool", "initialize", "."], cwd=work,
-                       capture_output=True, check=True)
+        subprocess.run(
+            [sys.executable, "-m", "libcst.tool", "initialize", "."],
+            cwd=work,
+            capture_output=True,
+            check=True,
+        )
         start = time.perf_counter()
         subprocess.run(
-            [sys.executable, "-m", "libcst.tool", "codemod", "--no-format", "--hide-progress",
-             "rename.RenameCommand",
-             "--old_name", "vllm_ascend.distributed.mooncake_connector",
-             "--new_name", "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector",
-             "tree"], cwd=work, capture_output=True, check=False)
+            [
+                sys.executable,
+                "-m",
+                "libcst.tool",
+                "codemod",
+                "--no-format",
+                "--hide-progress",
+                "rename.RenameCommand",
+                "--old_name",
+                "vllm_ascend.distributed.mooncake_connector",
+                "--new_name",
+                "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector",
+                "tree",
+            ],
+            cwd=work,
+            capture_output=True,
+            check=False,
+        )
         return time.perf_counter() - start
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -140,8 +167,11 @@ def rename_baseline(tree: Path) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rename-baseline", action="store_true",
-                        help="also time one libcst RenameCommand run (about a minute)")
+    parser.add_argument(
+        "--rename-baseline",
+        action="store_true",
+        help="also time one libcst RenameCommand run (about a minute)",
+    )
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     args = parser.parse_args()
 
@@ -156,8 +186,13 @@ def main() -> int:
         run = vam("migrate", "--quiet", migrated.name, cwd=work)
         migrate_s = time.perf_counter() - start
         after = json.loads(vam("check", "--format", "json", migrated.name, cwd=work).stdout)
-        compiled = subprocess.run([sys.executable, "-m", "compileall", "-q", migrated.name],
-                                  cwd=work, capture_output=True, text=True, check=False)
+        compiled = subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", migrated.name],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         report: dict[str, object] = {
             "migrate_exit": run.returncode,
             "migrate_seconds": round(migrate_s, 3),
@@ -179,8 +214,11 @@ def main() -> int:
     print(text)
     if args.json:
         args.json.write_text(text + "\n")
-    ok = report["check_findings_left"] == 0 and report["compileall_ok"] and \
-        float(report["agreement"]) >= 0.99  # type: ignore[arg-type]
+    ok = (
+        report["check_findings_left"] == 0
+        and report["compileall_ok"]
+        and float(report["agreement"]) >= 0.99
+    )  # type: ignore[arg-type]
     return 0 if ok else 1
 
 

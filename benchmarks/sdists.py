@@ -31,7 +31,10 @@ def pip_index_url() -> str:
     try:
         out = subprocess.run(
             [sys.executable, "-m", "pip", "config", "list"],
-            capture_output=True, text=True, timeout=60, check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         ).stdout
     except (OSError, subprocess.TimeoutExpired):
         out = ""

@@ -93,8 +93,14 @@ def generate(root: Path, modules: int, seed: int = 0) -> int:
         (sub / "__init__.py").write_text("from .mod0 import *  # noqa: F403\nfrom . import mod1\n")
         written += 1
     for s, m in names:
-        lines = ["from __future__ import annotations", "", "import os",
-                 "from typing import TYPE_CHECKING", "", "from gen import VERSION"]
+        lines = [
+            "from __future__ import annotations",
+            "",
+            "import os",
+            "from typing import TYPE_CHECKING",
+            "",
+            "from gen import VERSION",
+        ]
         for _ in range(6):  # names from modules that come earlier: no cycle through them
             ts, tm = rng.choice(names)
             if (ts, tm) < (s, m):
@@ -104,10 +110,18 @@ def generate(root: Path, modules: int, seed: int = 0) -> int:
         if s > 0:
             lines.append(f"from .. import sub{s - 1}")
             lines.append(f"from ..sub{s - 1} import Cls{s - 1}_0")  # via the star re-export
-        lines += ["if TYPE_CHECKING:", f"    from gen.sub{(s + 1) % SUBPACKAGES}.mod0 import "
-                  f"Cls{(s + 1) % SUBPACKAGES}_0", ""]
-        lines += ["", "def lazy():", f"    from gen.sub{(s + 3) % SUBPACKAGES} import mod1",
-                  "    return mod1", ""]
+        lines += [
+            "if TYPE_CHECKING:",
+            f"    from gen.sub{(s + 1) % SUBPACKAGES}.mod0 import Cls{(s + 1) % SUBPACKAGES}_0",
+            "",
+        ]
+        lines += [
+            "",
+            "def lazy():",
+            f"    from gen.sub{(s + 3) % SUBPACKAGES} import mod1",
+            "    return mod1",
+            "",
+        ]
         body = "\n".join(lines) + _BODY.format(cls=f"Cls{s}_{m}", func=f"func{s}_{m}")
         body += "".join(_BODY.format(cls=f"Helper{k}", func=f"helper{k}") for k in range(6))
         if m % 10 == 3 and (s, m + 1) in names:
@@ -128,16 +142,24 @@ def generate_ring(root: Path, modules: int) -> None:
     for i in range(modules):
         (root / "ring" / f"m{i}.py").write_text(
             f"import ring.m{(i + 1) % modules}\nX{i} = 1\n"
-            f"from ring.m{(i + 7) % modules} import X{(i + 7) % modules}\n")
+            f"from ring.m{(i + 7) % modules} import X{(i + 7) % modules}\n"
+        )
 
 
 def imports_cleanly(root: Path) -> bool:
     """Ground truth for the generated tree: importing every module works in Python."""
-    code = ("import pkgutil, importlib, gen\n"
-            "for m in pkgutil.walk_packages(gen.__path__, 'gen.'):\n"
-            "    importlib.import_module(m.name)\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
-                          check=False, env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"))
+    code = (
+        "import pkgutil, importlib, gen\n"
+        "for m in pkgutil.walk_packages(gen.__path__, 'gen.'):\n"
+        "    importlib.import_module(m.name)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=root,
+        capture_output=True,
+        check=False,
+        env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
+    )
     return done.returncode == 0
 
 
@@ -168,16 +190,25 @@ def run_pylint(pylint: str, version: str) -> dict[str, object]:
     tree = sdist(version)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run([pylint, "--disable=all", "--enable=E0401,E0611", "--jobs=1",
-                           "vllm_ascend"], cwd=tree, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [pylint, "--disable=all", "--enable=E0401,E0611", "--jobs=1", "vllm_ascend"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     findings = [line for line in done.stdout.splitlines() if re.search(r": E0(401|611): ", line)]
     first_party = [f for f in findings if re.search(r"'vllm_ascend[.']", f)]
     third_party = Counter(
-        m.group(1) for f in findings if f not in first_party
-        for m in [re.search(r"(?:import|module) '([A-Za-z0-9_]+)", f)] if m)
+        m.group(1)
+        for f in findings
+        if f not in first_party
+        for m in [re.search(r"(?:import|module) '([A-Za-z0-9_]+)", f)]
+        if m
+    )
     return {
         "wall_seconds": round(seconds, 3),
         "cpu_seconds": round(cpu, 3),
@@ -212,8 +243,7 @@ def main() -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ring.pop("report")
-    generated["modules_per_cpu_second"] = round(
-        count / generated["median_cpu_seconds"])  # type: ignore[operator]
+    generated["modules_per_cpu_second"] = round(count / generated["median_cpu_seconds"])  # type: ignore[operator]
     report: dict[str, object] = {
         "generated": generated,
         "worst_case_ring": ring,

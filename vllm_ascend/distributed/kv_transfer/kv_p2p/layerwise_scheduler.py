@@ -1,0 +1,218 @@
+"""Scheduler side of the layerwise Mooncake connector (push mode: the prefill side writes).
+
+The proxy sends the request to both instances at once, with a shared `transfer_id`.
+
+Decode instance: a request with `do_remote_prefill` reports its prompt beyond the local
+prefix-cache hit, except the last token, as externally computed and loaded *synchronously*: vLLM
+schedules it at once and its forward pass waits, layer by layer (`wait_for_layer_load`), for the
+prefill instance's writes. `update_state_after_alloc` queues a `LoadSpec` (the blocks to fill);
+the worker registers them with the prefill workers (`PushRequest`).
+
+Prefill instance: while a request with `do_remote_decode` and a `transfer_id` computes its
+prompt, every step queues a `SaveSpec` (its blocks, the token blocks written this step, whether
+the prompt completes); the worker pushes each layer as soon as it is computed. A finished
+request keeps its blocks until the pushes are done (or `send_timeout_s` passes).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from vllm.v1.request import RequestStatus
+
+from vllm_ascend.distributed.kv_transfer.kv_p2p.config import MooncakeP2PConfig
+from vllm_ascend.distributed.kv_transfer.kv_p2p.kv_params import (
+    RemotePrefill,
+    parse_layerwise_prefill,
+    transfer_id_of,
+)
+from vllm_ascend.distributed.kv_transfer.kv_p2p.layerwise_metadata import (
+    LayerwiseMetadata,
+    LoadSpec,
+    SaveSpec,
+)
+from vllm_ascend.logger import init_logger
+
+if TYPE_CHECKING:
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks, KVCacheManager
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.outputs import KVConnectorOutput
+    from vllm.v1.request import Request
+
+__all__ = ["MooncakeLayerwiseScheduler"]
+
+logger = init_logger(__name__)
+
+_HANDOFF_STATES = (RequestStatus.FINISHED_LENGTH_CAPPED, RequestStatus.FINISHED_STOPPED)
+
+
+class MooncakeLayerwiseScheduler:
+    """Scheduler-side state of the layerwise connector.
+
+    Args:
+        config: the connector's settings.
+    """
+
+    def __init__(self, config: MooncakeP2PConfig) -> None:
+        self.config = config
+        self.block_size = config.block_size
+        self.kv_cache_manager: KVCacheManager | None = None
+        self._loads: list[LoadSpec] = []
+        self._releases: list[LoadSpec] = []
+        self._sends: dict[str, float] = {}
+        # Prefill requests that push their KV: request id -> (request, transfer id), and those
+        # whose first step was planned (that step also pushes the prefix-cache hit).
+        self._pushing: dict[str, tuple[Request, str]] = {}
+        self._push_started: set[str] = set()
+        # Decode requests: the block-aligned local prefix hit the load starts after.
+        self._local_hit: dict[str, int] = {}
+        self.held: dict[str, int] = {}
+        self.counters = {"handoffs": 0, "loads": 0, "released_unread": 0, "invalid_params": 0}
+
+    # ---- decode side ----------------------------------------------------------------------
+
+    def _remote_prefill(self, request: Request) -> RemotePrefill | None:
+        params = request.kv_transfer_params
+        if not params or not params.get("do_remote_prefill") or not self.config.is_consumer:
+            return None
+        try:
+            return parse_layerwise_prefill(params)
+        except ValueError as exc:
+            self.counters["invalid_params"] += 1
+            logger.warning(
+                "request %s: ignoring invalid kv_transfer_params (%s); computing its prompt "
+                "locally",
+                request.request_id,
+                exc,
+            )
+            params["do_remote_prefill"] = False
+            return None
+
+    def get_num_new_matched_tokens(
+        self, request: Request, num_computed_tokens: int
+    ) -> tuple[int, bool]:
+        """Prompt tokens the prefill side pushes: all but the last, beyond the local hit."""
+        if self._remote_prefill(request) is None:
+            return 0, False
+        # A synchronous load must leave at least one token for this step to compute.
+        count = len(request.prompt_token_ids or ()) - 1 - num_computed_tokens
+        self._local_hit[request.request_id] = num_computed_tokens
+        return (count, False) if count > 0 else (0, False)
+
+    def update_state_after_alloc(
+        self, request: Request, blocks: KVCacheBlocks, num_external_tokens: int
+    ) -> None:
+        params = request.kv_transfer_params
+        if params and params.get("do_remote_decode") and self.config.is_producer:
+            self._track_push(request)
+            return
+        remote = self._remote_prefill(request)
+        if remote is None:
+            return
+        assert params is not None
+        params["do_remote_prefill"] = False
+        start = self._local_hit.pop(request.request_id, 0)
+        if num_external_tokens <= 0:
+            self._releases.append(LoadSpec(request.request_id, remote.request_id, remote, [], 0))
+            self.counters["released_unread"] += 1
+            return
+        first = start // self.block_size
+        last = math.ceil((start + num_external_tokens) / self.block_size)
+        block_ids = blocks.get_block_ids()[0][first:last]
+        self._loads.append(
+            LoadSpec(request.request_id, remote.request_id, remote, list(block_ids), first)
+        )
+        self.counters["loads"] += 1
+
+    # ---- prefill side ---------------------------------------------------------------------
+
+    def _track_push(self, request: Request) -> None:
+        assert request.kv_transfer_params is not None
+        try:
+            transfer_id = transfer_id_of(request.kv_transfer_params)
+        except ValueError as exc:
+            self.counters["invalid_params"] += 1
+            logger.warning("request %s: not pushing its KV: %s", request.request_id, exc)
+            return
+        self._pushing[request.request_id] = (request, transfer_id)
+
+    def _save_specs(self, scheduler_output: SchedulerOutput) -> list[SaveSpec]:
+        if not self._pushing:
+            return []
+        assert self.kv_cache_manager is not None, "bind_kv_cache_manager was not called"
+        saves: list[SaveSpec] = []
+        for request_id, scheduled in scheduler_output.num_scheduled_tokens.items():
+            entry = self._pushing.get(request_id)
+            if entry is None:
+                continue
+            request, transfer_id = entry
+            # build_connector_meta runs before the scheduler advances num_computed_tokens.
+            computed = request.num_computed_tokens
+            end = min(computed + scheduled, request.num_prompt_tokens)
+            if computed >= request.num_prompt_tokens:
+                continue
+            # The first step also pushes the blocks this instance had cached: the decode side
+            # may not have them.
+            start = computed if request_id in self._push_started else 0
+            self._push_started.add(request_id)
+            block_ids = self.kv_cache_manager.get_block_ids(request_id)[0]
+            saves.append(
+                SaveSpec(
+                    request_id=request_id,
+                    transfer_id=transfer_id,
+                    block_ids=list(block_ids),
+                    start_block=start // self.block_size,
+                    end_block=math.ceil(end / self.block_size),
+                    final=end >= request.num_prompt_tokens,
+                )
+            )
+        return saves
+
+    def request_finished(
+        self, request: Request, block_ids: list[int]
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """Hold a pushing prefill request's blocks; release an unregistered decode request."""
+        params = request.kv_transfer_params
+        pushing = self._pushing.pop(request.request_id, None)
+        self._push_started.discard(request.request_id)
+        self._local_hit.pop(request.request_id, None)
+        if not params:
+            return False, None
+        if params.get("do_remote_prefill"):
+            remote = self._remote_prefill(request)
+            params["do_remote_prefill"] = False
+            if remote is not None:
+                spec = LoadSpec(request.request_id, remote.request_id, remote, [], 0)
+                self._releases.append(spec)
+                self.counters["released_unread"] += 1
+            return False, None
+        if pushing is None or request.status not in _HANDOFF_STATES or not block_ids:
+            return False, None
+        self._sends[request.request_id] = self.config.send_timeout_s
+        self.held[request.request_id] = len(block_ids)
+        self.counters["handoffs"] += 1
+        return True, None
+
+    # ---- both -----------------------------------------------------------------------------
+
+    def build_connector_meta(self, scheduler_output: SchedulerOutput) -> LayerwiseMetadata:
+        meta = LayerwiseMetadata(
+            loads=self._loads,
+            releases=self._releases,
+            saves=self._save_specs(scheduler_output),
+            sends=self._sends,
+        )
+        self._loads, self._releases, self._sends = [], [], {}
+        return meta
+
+    def update_connector_output(self, connector_output: KVConnectorOutput) -> None:
+        for request_id in connector_output.finished_sending or ():
+            self.held.pop(request_id, None)
+
+    def stats(self) -> dict[str, int]:
+        return {
+            **self.counters,
+            "held_requests": len(self.held),
+            "held_blocks": sum(self.held.values()),
+        }

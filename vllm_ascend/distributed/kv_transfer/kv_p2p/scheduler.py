@@ -1,0 +1,167 @@
+"""Scheduler side of the Mooncake P/D connector (pull mode: the decode side reads).
+
+Decode instance (`kv_consumer`/`kv_both`): a request whose `kv_transfer_params` say
+`do_remote_prefill` reports all its prompt tokens beyond the local prefix-cache hit as
+externally computed, loaded asynchronously. vLLM parks it in `WAITING_FOR_REMOTE_KVS`,
+allocates its blocks and calls `update_state_after_alloc`, which queues a `RecvRequest` for the
+workers (unhashed blocks to fill, the prefill location). A request aborted before allocation
+still queues a `RecvRequest` with no blocks, so the workers tell the prefill instance to free
+its blocks at once instead of at the send timeout.
+
+Prefill instance (`kv_producer`/`kv_both`): a request with `do_remote_decode` that finished
+normally keeps its blocks (`request_finished` returns True) and returns the parameters the
+decode instance needs. The workers free them when every expected reader reported `ReadDone`,
+or when `send_timeout_s` passes (no leak when a decode instance never reads).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from vllm.v1.request import RequestStatus
+
+from vllm_ascend.distributed.kv_transfer.kv_p2p.config import MooncakeP2PConfig
+from vllm_ascend.distributed.kv_transfer.kv_p2p.kv_params import (
+    RecvRequest,
+    RemotePrefill,
+    parse_remote_prefill,
+)
+from vllm_ascend.distributed.kv_transfer.kv_p2p.metadata import MooncakeConnectorMetadata
+from vllm_ascend.logger import init_logger
+
+if TYPE_CHECKING:
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.outputs import KVConnectorOutput
+    from vllm.v1.request import Request
+
+__all__ = ["MooncakeConnectorScheduler"]
+
+logger = init_logger(__name__)
+
+# A prefill request that ends in one of these states hands its KV to a decode instance;
+# anything else (abort, error) frees its blocks at once.
+_HANDOFF_STATES = (RequestStatus.FINISHED_LENGTH_CAPPED, RequestStatus.FINISHED_STOPPED)
+
+
+class MooncakeConnectorScheduler:
+    """Scheduler-side state: requests to read on the decode side, blocks held on the prefill
+    side.
+
+    Args:
+        config: the connector's settings.
+    """
+
+    def __init__(self, config: MooncakeP2PConfig) -> None:
+        self.config = config
+        self._recv: list[RecvRequest] = []
+        self._send: dict[str, float] = {}
+        # Prefill requests whose blocks are held for a reader: request id -> block count.
+        self.held: dict[str, int] = {}
+        self.counters = {
+            "handoffs": 0,
+            "recv_requests": 0,
+            "released_unread": 0,
+            "invalid_params": 0,
+        }
+
+    # ---- decode side ----------------------------------------------------------------------
+
+    def _remote_prefill(self, request: Request) -> RemotePrefill | None:
+        params = request.kv_transfer_params
+        if not params or not params.get("do_remote_prefill") or not self.config.is_consumer:
+            return None
+        try:
+            return parse_remote_prefill(params)
+        except ValueError as exc:
+            self.counters["invalid_params"] += 1
+            logger.warning(
+                "request %s: ignoring invalid kv_transfer_params (%s); computing its prompt "
+                "locally",
+                request.request_id,
+                exc,
+            )
+            params["do_remote_prefill"] = False
+            return None
+
+    def get_num_new_matched_tokens(
+        self, request: Request, num_computed_tokens: int
+    ) -> tuple[int, bool]:
+        """Tokens to load from the prefill instance: the prompt beyond the local hit."""
+        if self._remote_prefill(request) is None:
+            return 0, False
+        count = len(request.prompt_token_ids or ()) - num_computed_tokens
+        return (count, True) if count > 0 else (0, False)
+
+    def update_state_after_alloc(
+        self, request: Request, blocks: KVCacheBlocks, num_external_tokens: int
+    ) -> None:
+        remote = self._remote_prefill(request)
+        if remote is None:
+            return
+        assert request.kv_transfer_params is not None
+        # Only the first allocation triggers a read; a later one (after the load) must not.
+        request.kv_transfer_params["do_remote_prefill"] = False
+        local = blocks.get_unhashed_block_ids() if num_external_tokens > 0 else []
+        self._recv.append(RecvRequest(request.request_id, list(local), remote))
+        self.counters["recv_requests"] += 1
+
+    # ---- prefill side ---------------------------------------------------------------------
+
+    def request_finished(
+        self, request: Request, block_ids: list[int]
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """Hold a finished prefill request's blocks for its reader; release an unread one.
+
+        Returns:
+            `(hold_blocks, kv_transfer_params for the decode instance)`.
+        """
+        params = request.kv_transfer_params
+        if not params:
+            return False, None
+        if params.get("do_remote_prefill"):
+            # A decode request that ends before its blocks were allocated: free the prefill
+            # instance's copy now rather than at its send timeout.
+            remote = self._remote_prefill(request)
+            params["do_remote_prefill"] = False
+            if remote is not None:
+                self._recv.append(RecvRequest(request.request_id, [], remote))
+                self.counters["released_unread"] += 1
+            return False, None
+        if not params.get("do_remote_decode") or not self.config.is_producer:
+            return False, None
+        if request.status not in _HANDOFF_STATES or not block_ids:
+            return False, None
+        self._send[request.request_id] = self.config.send_timeout_s
+        self.held[request.request_id] = len(block_ids)
+        self.counters["handoffs"] += 1
+        return True, {
+            "do_remote_prefill": True,
+            "do_remote_decode": False,
+            "remote_engine_id": self.config.engine_id,
+            "remote_request_id": request.request_id,
+            "remote_host": self.config.side_channel_host,
+            "remote_port": self.config.side_channel_port,
+            "remote_block_ids": list(block_ids),
+            "tp_size": self.config.tp_size,
+        }
+
+    # ---- both -----------------------------------------------------------------------------
+
+    def build_connector_meta(self, scheduler_output: SchedulerOutput) -> MooncakeConnectorMetadata:
+        meta = MooncakeConnectorMetadata(recv=self._recv, send=self._send)
+        self._recv = []
+        self._send = {}
+        return meta
+
+    def update_connector_output(self, connector_output: KVConnectorOutput) -> None:
+        for request_id in connector_output.finished_sending or ():
+            self.held.pop(request_id, None)
+
+    def stats(self) -> dict[str, int]:
+        """Counters, plus `held_requests`/`held_blocks` (prefill blocks awaiting a reader)."""
+        return {
+            **self.counters,
+            "held_requests": len(self.held),
+            "held_blocks": sum(self.held.values()),
+        }

@@ -1,0 +1,177 @@
+"""`AscendStoreConnector`: a KV cache pool shared by vLLM engines, on Mooncake or MemCache.
+
+Engines serving the same model save the KV of full prompt blocks to a distributed store and
+load prefixes other engines (or their own earlier runs) computed, for vLLM's v1 engine
+(`KVConnectorBase_V1`). Use it with::
+
+    KVTransferConfig(
+        kv_connector="AscendStoreConnector",  # or "MooncakeConnectorStoreV1"
+        kv_role="kv_both",
+        kv_load_failure_policy="recompute",  # a block evicted after lookup is recomputed
+        kv_connector_extra_config={
+            "backend": "mooncake",
+            "mooncake": {"master_server_address": "10.0.0.1:50051",
+                         "global_segment_size": "4GB"},
+        },
+    )
+
+(keys: `config_data.py`; store settings: `backend/mooncake_backend.py`,
+`backend/memcache_backend.py`). vLLM finds the names through `vllm_ascend.register_connector`
+(entry point `vllm.general_plugins`), or with `kv_connector_module_path` set to this module;
+the 0.13 path `vllm_ascend.distributed.kvpool.ascend_store_connector` still works through the
+shims, with a deprecation warning.
+
+The connector is a thin facade: by role it holds a `KVPoolScheduler` (scheduler process) or a
+`KVPoolWorker` (each worker) and forwards each `KVConnectorBase_V1` method to the side that owns
+it. The pool is a cache: a store that is down, full or evicting turns hits into misses and never
+fails a request (except a load that fails after lookup under `kv_load_failure_policy="fail"`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+from vllm.distributed.kv_transfer.kv_connector.v1.base import (
+    KVConnectorBase_V1,
+    KVConnectorMetadata,
+    KVConnectorRole,
+)
+
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.config_data import (
+    AscendConnectorMetadata,
+    AscendStoreConfig,
+)
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_scheduler import (
+    KVPoolScheduler,
+)
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_worker import KVPoolWorker
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.forward_context import ForwardContext
+    from vllm.v1.attention.backend import AttentionMetadata
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.kv_cache_interface import KVCacheConfig
+    from vllm.v1.request import Request
+
+__all__ = ["AscendConnectorMetadata", "AscendStoreConnector", "MooncakeConnectorStoreV1"]
+
+
+class AscendStoreConnector(KVConnectorBase_V1):
+    """KV cache pool connector (see the module docstring).
+
+    Args:
+        vllm_config: the engine config; `kv_transfer_config.kv_connector_extra_config` holds
+            the connector's settings.
+        role: scheduler or worker.
+        kv_cache_config: the KV cache layout.
+
+    Raises:
+        ValueError: bad `kv_connector_extra_config` or store settings (the message names the
+            key and the value), or an unsupported KV cache layout.
+        BackendError: the store cannot be reached (one line naming the address).
+        ImportError: the selected store's package is missing.
+    """
+
+    def __init__(
+        self, vllm_config: VllmConfig, role: KVConnectorRole, kv_cache_config: KVCacheConfig
+    ) -> None:
+        super().__init__(vllm_config, role, kv_cache_config)
+        config = AscendStoreConfig.from_extra_config(
+            self._kv_transfer_config.kv_connector_extra_config
+        )
+        self.config = config
+        self.scheduler: KVPoolScheduler | None = None
+        self.worker: KVPoolWorker | None = None
+        if role == KVConnectorRole.SCHEDULER:
+            self.scheduler = KVPoolScheduler(vllm_config, kv_cache_config, config)
+        else:
+            self.worker = KVPoolWorker(vllm_config, kv_cache_config, config)
+
+    @property
+    def requires_kv_delivery(self) -> bool:
+        # A cache: a save dropped by preemption is a later miss, never a lost hand-off.
+        return False
+
+    # ---- worker side ------------------------------------------------------------------------
+
+    def _worker(self) -> KVPoolWorker:
+        assert self.worker is not None, "worker-side method called on the scheduler side"
+        return self.worker
+
+    def _meta(self) -> AscendConnectorMetadata:
+        meta = self._get_connector_metadata()
+        assert isinstance(meta, AscendConnectorMetadata)
+        return meta
+
+    def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
+        self._worker().register_kv_caches(kv_caches)
+
+    def handle_preemptions(self, kv_connector_metadata: KVConnectorMetadata) -> None:
+        assert isinstance(kv_connector_metadata, AscendConnectorMetadata)
+        self._worker().handle_preemptions(kv_connector_metadata)
+
+    def start_load_kv(self, forward_context: ForwardContext, **kwargs: Any) -> None:
+        self._worker().start_load_kv(self._meta())
+
+    def wait_for_layer_load(self, layer_name: str) -> None:
+        # Synchronous loads complete in start_load_kv, for every layer at once.
+        return
+
+    def save_kv_layer(
+        self,
+        layer_name: str,
+        kv_layer: torch.Tensor,
+        attn_metadata: AttentionMetadata,
+        **kwargs: Any,
+    ) -> None:
+        # Blocks are saved all layers at once, after the forward pass (wait_for_save).
+        return
+
+    def wait_for_save(self) -> None:
+        self._worker().wait_for_save(self._meta())
+
+    def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None, set[str] | None]:
+        return self._worker().get_finished(finished_req_ids)
+
+    def get_block_ids_with_load_errors(self) -> set[int]:
+        return self._worker().get_block_ids_with_load_errors()
+
+    # ---- scheduler side ---------------------------------------------------------------------
+
+    def _scheduler(self) -> KVPoolScheduler:
+        assert self.scheduler is not None, "scheduler-side method called on a worker"
+        return self.scheduler
+
+    def get_num_new_matched_tokens(
+        self, request: Request, num_computed_tokens: int
+    ) -> tuple[int | None, bool]:
+        return self._scheduler().get_num_new_matched_tokens(request, num_computed_tokens)
+
+    def update_state_after_alloc(
+        self, request: Request, blocks: KVCacheBlocks, num_external_tokens: int
+    ) -> None:
+        self._scheduler().update_state_after_alloc(request, blocks, num_external_tokens)
+
+    def build_connector_meta(self, scheduler_output: SchedulerOutput) -> KVConnectorMetadata:
+        return self._scheduler().build_connector_meta(scheduler_output)
+
+    def request_finished(
+        self, request: Request, block_ids: list[int]
+    ) -> tuple[bool, dict[str, Any] | None]:
+        return self._scheduler().request_finished(request), None
+
+    # ---- both -------------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.shutdown()
+        if self.worker is not None:
+            self.worker.shutdown()
+
+
+# The name the 0.13 layout registered (DESIGN §6: vLLM resolves `kv_connector` as an attribute
+# of `kv_connector_module_path` first).
+MooncakeConnectorStoreV1 = AscendStoreConnector

@@ -1,0 +1,344 @@
+"""`MemcacheBackend`: the KV pool on MemCache (`memcache_hybrid.DistributedObjectStore`).
+
+A MemCache deployment has one `MetaService` per host group and one *local service* per engine
+worker, which contributes DRAM (`dram_size`) and/or NPU memory (`hbm_size`) to the pool. Blocks
+move zero-copy between registered KV cache memory and the pool (`batch_put_from` /
+`batch_get_into` for one segment per key, the `*_layers` forms for several), with the copy
+direction chosen from where the KV cache lives: device memory (`L2G`/`G2L`) on an NPU, host
+memory (`H2G`/`G2H`) otherwise.
+
+Configuration (`MemcacheStoreConfig`), from `kv_connector_extra_config["memcache"]` or, when
+that is absent, from the JSON file named by `$MEMCACHE_CONFIG_PATH`:
+
+| key | default | meaning |
+|---|---|---|
+| `meta_service_url` | required | the MetaService, `"tcp://host:port"` |
+| `config_store_url` | required | its config store, `"tcp://host:port"` |
+| `hcom_url` | library default | this client's data endpoint (`"tcp://host:port"`) |
+| `protocol` | library default | `host_rdma`, `host_tcp`, `host_shm`, `device_rdma`, ... |
+| `dram_size` | `"1GB"` | host memory contributed to the pool (`parse_byte_size`) |
+| `hbm_size` | `0` | NPU memory contributed to the pool |
+| `world_size` | library default | number of local services in the deployment |
+| `device_id` | current NPU, else 0 | the NPU this client binds |
+| `replica_num` | `1` | copies of each block (1..8) |
+| `client_timeout_s` | `5` | bound on each MetaService request, seconds |
+
+The scheduler side opens a client-only store (`init_bm=False`): it answers `exists` without
+contributing memory. A worker's store needs the Ascend driver, CANN and an NPU: `init` fails
+on a host without them (`hybm_init`: "the current version of ascend driver does not support
+mf!"), which this backend reports as a `BackendError`. Facts measured in the project notes: a
+dead MetaService costs `client_timeout_s` per call and leaves the process-wide client broken
+(so the MetaService is probed first); `register_buffer` on a client-only store crashes the
+process (so it is refused here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (
+    Backend,
+    BackendError,
+    parse_byte_size,
+    probe_tcp,
+    single_segments,
+    split_host_port,
+)
+
+if TYPE_CHECKING:
+    from vllm.config import ParallelConfig
+
+__all__ = ["CONFIG_PATH_ENV", "MemcacheBackend", "MemcacheStoreConfig"]
+
+CONFIG_PATH_ENV = "MEMCACHE_CONFIG_PATH"
+_PROTOCOLS = (
+    "host_rdma",
+    "host_urma",
+    "host_tcp",
+    "host_shm",
+    "device_rdma",
+    "device_urma",
+    "device_uboe",
+    "device_sdma",
+)
+_MAX_REPLICAS = 8
+
+
+def _tcp_url(field: str, value: Any) -> tuple[str, int]:
+    if not isinstance(value, str) or not value.startswith("tcp://"):
+        raise ValueError(f"{field}: expected 'tcp://host:port', got {value!r}")
+    return split_host_port(field, value[len("tcp://") :])
+
+
+def _positive_int(field: str, value: Any, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{field}: expected a positive integer, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{field}: at most {maximum}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class MemcacheStoreConfig:
+    """Validated settings of one MemCache client (keys and defaults: module docstring)."""
+
+    meta_service_url: str
+    config_store_url: str
+    hcom_url: str | None = None
+    protocol: str | None = None
+    dram_size: int = 1 << 30
+    hbm_size: int = 0
+    world_size: int | None = None
+    device_id: int | None = None
+    replica_num: int = 1
+    client_timeout_s: int = 5
+
+    @classmethod
+    def from_mapping(
+        cls, data: Mapping[str, Any], source: str = "memcache config"
+    ) -> MemcacheStoreConfig:
+        """Parse and validate a mapping (JSON object).
+
+        Raises:
+            ValueError: unknown keys (the valid ones are listed), a missing URL, or a value of
+                the wrong type or range (the message names the field and the value).
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{source}: expected a JSON object, got {type(data).__name__}")
+        valid = [f.name for f in fields(cls)]
+        unknown = sorted(set(data) - set(valid))
+        if unknown:
+            raise ValueError(f"{source}: unknown key(s) {unknown}; valid keys: {valid}")
+        for key in ("meta_service_url", "config_store_url"):
+            if key not in data:
+                raise ValueError(f"{source}: {key!r} is required ('tcp://host:port')")
+            _tcp_url(f"{source}: {key}", data[key])
+        if data.get("hcom_url") is not None:
+            _tcp_url(f"{source}: hcom_url", data["hcom_url"])
+        protocol = data.get("protocol")
+        if protocol is not None and protocol not in _PROTOCOLS:
+            raise ValueError(f"{source}: protocol must be one of {_PROTOCOLS}, got {protocol!r}")
+        device_id = data.get("device_id")
+        if device_id is not None and (
+            isinstance(device_id, bool) or not isinstance(device_id, int) or device_id < 0
+        ):
+            raise ValueError(f"{source}: device_id must be an integer >= 0, got {device_id!r}")
+        world_size = data.get("world_size")
+        return cls(
+            meta_service_url=data["meta_service_url"],
+            config_store_url=data["config_store_url"],
+            hcom_url=data.get("hcom_url"),
+            protocol=protocol,
+            dram_size=parse_byte_size(f"{source}: dram_size", data.get("dram_size", 1 << 30)),
+            hbm_size=parse_byte_size(f"{source}: hbm_size", data.get("hbm_size", 0)),
+            world_size=None
+            if world_size is None
+            else _positive_int(f"{source}: world_size", world_size),
+            device_id=device_id,
+            replica_num=_positive_int(
+                f"{source}: replica_num", data.get("replica_num", 1), _MAX_REPLICAS
+            ),
+            client_timeout_s=_positive_int(
+                f"{source}: client_timeout_s", data.get("client_timeout_s", 5)
+            ),
+        )
+
+    @classmethod
+    def load(cls, inline: Mapping[str, Any] | None) -> MemcacheStoreConfig:
+        """The config from `inline` (the `"memcache"` entry of the connector's extra config)
+        or, when that is None, from the JSON file named by `$MEMCACHE_CONFIG_PATH`.
+
+        Raises:
+            ValueError: neither is given, the file cannot be read or parsed, or a value is
+                invalid.
+        """
+        if inline is not None:
+            return cls.from_mapping(inline, "kv_connector_extra_config['memcache']")
+        path = os.environ.get(CONFIG_PATH_ENV)
+        if not path:
+            raise ValueError(
+                "no MemCache store config: set kv_connector_extra_config['memcache'] or "
+                f"${CONFIG_PATH_ENV} to a JSON file"
+            )
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"${CONFIG_PATH_ENV}={path}: cannot read the JSON: {exc}") from None
+        return cls.from_mapping(data, f"${CONFIG_PATH_ENV}={path}")
+
+
+def _current_npu() -> int:
+    try:
+        import torch
+        import torch_npu  # noqa: F401  (registers torch.npu)
+    except ImportError:
+        return 0
+    npu = getattr(torch, "npu", None)
+    return int(npu.current_device()) if npu is not None and npu.is_available() else 0
+
+
+class MemcacheBackend(Backend):
+    """A MemCache client (see the module docstring for the configuration).
+
+    Args:
+        parallel_config: the engine's parallel config (kept for the `Backend` signature).
+        config: a `MemcacheStoreConfig`, a mapping to validate, or None to read
+            `$MEMCACHE_CONFIG_PATH`.
+        lookup_only: a client-only store that answers `exists` and contributes no memory.
+
+    Raises:
+        ImportError: the `memcache_hybrid` package is missing.
+        ValueError: an invalid configuration.
+        BackendError: nothing listens at `meta_service_url`, or `setup`/`init` failed (on a
+            host without an NPU a worker's `init` always fails; the message says so).
+    """
+
+    name = "memcache"
+
+    def __init__(
+        self,
+        parallel_config: ParallelConfig | None = None,
+        config: MemcacheStoreConfig | Mapping[str, Any] | None = None,
+        *,
+        lookup_only: bool = False,
+    ) -> None:
+        super().__init__(parallel_config)
+        if not isinstance(config, MemcacheStoreConfig):
+            config = MemcacheStoreConfig.load(config)
+        self.config = config
+        self.lookup_only = lookup_only
+        try:
+            import memcache_hybrid as mmc
+        except ImportError as exc:
+            raise ImportError(
+                "MemcacheBackend needs MemCache: pip install memcache-hybrid"
+            ) from exc
+        self._mmc = mmc
+        host, port = _tcp_url("meta_service_url", config.meta_service_url)
+        reason = probe_tcp(host, port, float(config.client_timeout_s))
+        if reason is not None:
+            raise BackendError(
+                f"MemCache meta_service_url={config.meta_service_url}: cannot connect ({reason})"
+            )
+        self._address = (host, port)
+        store = mmc.DistributedObjectStore()
+        rc = store.setup(self._local_config(mmc, config))
+        if rc != 0:
+            raise BackendError(f"MemCache setup failed (code {rc})", rc)
+        device_id = config.device_id if config.device_id is not None else _current_npu()
+        rc = store.init(device_id, not lookup_only)
+        if rc != 0:
+            hint = (
+                ""
+                if lookup_only
+                else ": a MemCache local service needs the Ascend driver, CANN and an NPU "
+                "(hybm_init)"
+            )
+            raise BackendError(
+                f"MemCache init(device_id={device_id}, init_bm={not lookup_only}) failed "
+                f"(code {rc}), MetaService {config.meta_service_url}{hint}",
+                rc,
+            )
+        self._store = store
+        self._replicate = mmc.ReplicateConfig()
+        self._replicate.replicaNum = config.replica_num
+        self._closed = False
+
+    @staticmethod
+    def _local_config(mmc: Any, config: MemcacheStoreConfig) -> Any:
+        local = mmc.LocalConfig()
+        local.meta_service_url = config.meta_service_url
+        local.config_store_url = config.config_store_url
+        if config.hcom_url is not None:
+            local.hcom_url = config.hcom_url
+        if config.protocol is not None:
+            local.protocol = config.protocol
+        # MemCache parses its own size strings; plain digits are bytes.
+        local.dram_size = str(config.dram_size)
+        local.hbm_size = str(config.hbm_size)
+        if config.world_size is not None:
+            local.world_size = config.world_size
+        local.client_timeout_seconds = config.client_timeout_s
+        return local
+
+    def _directions(self) -> tuple[Any, Any]:
+        # (put, get) copy types: device memory on an NPU, host memory otherwise.
+        on_device = self.device is not None and self.device.type != "cpu"
+        mmc = self._mmc
+        return (mmc.L2G, mmc.G2L) if on_device else (mmc.H2G, mmc.G2H)
+
+    def register_buffer(self, ptrs: Sequence[int], lengths: Sequence[int]) -> None:
+        if self.lookup_only:
+            # The binding crashes the process (SIGSEGV) on a client-only store.
+            raise BackendError("MemCache register_buffer needs a worker store, not lookup_only")
+        if len(ptrs) != len(lengths) or any(n <= 0 for n in lengths):
+            raise ValueError(f"register_buffer: {len(ptrs)} pointers, lengths {list(lengths)}")
+        for ptr, length in zip(ptrs, lengths, strict=True):
+            rc = self._store.register_buffer(ptr, length)
+            if rc != 0:
+                raise BackendError(f"MemCache register_buffer({ptr:#x}, {length}): code {rc}", rc)
+
+    def exists(self, keys: Sequence[str]) -> list[int]:
+        if not keys:
+            return []
+        results = [int(r) for r in self._store.batch_is_exist(list(keys))]
+        bad = [r for r in results if r < 0]
+        if bad:
+            raise BackendError(
+                f"MemCache batch_is_exist failed for {len(bad)} of {len(keys)} keys "
+                f"(code {bad[0]}), MetaService {self.config.meta_service_url}",
+                bad[0],
+            )
+        return [1 if r > 0 else 0 for r in results]
+
+    def put(
+        self, keys: Sequence[str], addrs: Sequence[Sequence[int]], sizes: Sequence[Sequence[int]]
+    ) -> list[int]:
+        flat = single_segments(keys, addrs, sizes)
+        if not keys:
+            return []
+        direction, _ = self._directions()
+        if flat is not None:
+            results = self._store.batch_put_from(
+                list(keys), flat[0], flat[1], direction, self._replicate
+            )
+        else:
+            results = self._store.batch_put_from_layers(
+                list(keys),
+                [list(a) for a in addrs],
+                [list(s) for s in sizes],
+                direction,
+                self._replicate,
+            )
+        return [int(r) for r in results]
+
+    def get(
+        self, keys: Sequence[str], addrs: Sequence[Sequence[int]], sizes: Sequence[Sequence[int]]
+    ) -> list[int]:
+        flat = single_segments(keys, addrs, sizes)
+        if not keys:
+            return []
+        _, direction = self._directions()
+        if flat is not None:
+            results = self._store.batch_get_into(list(keys), flat[0], flat[1], direction)
+        else:
+            results = self._store.batch_get_into_layers(
+                list(keys), [list(a) for a in addrs], [list(s) for s in sizes], direction
+            )
+        # The binding does not document its success value (untestable without an NPU): both 0
+        # and a byte count are read as success; the Backend contract wants bytes written.
+        return [sum(s) if int(r) == 0 else int(r) for r, s in zip(results, sizes, strict=True)]
+
+    def is_reachable(self) -> bool:
+        return probe_tcp(*self._address, timeout_s=0.5) is None
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._store.close()

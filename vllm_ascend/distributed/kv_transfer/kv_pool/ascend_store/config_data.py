@@ -1,0 +1,312 @@
+"""Configuration, pool keys and the metadata the KV pool's scheduler side sends its workers.
+
+- `AscendStoreConfig`: the connector's `kv_connector_extra_config`, validated once.
+- `KeyMetadata` + `ChunkedTokenDatabase`: a prompt is cut into chunks of one KV cache block
+  (`block_size` tokens); each full chunk gets one pool key per worker:
+  `"<namespace>/<fingerprint>/tp<r>-pp<p>/<block hash hex>"`. The block hash is vLLM's chained
+  hash of the chunk and every token before it (`Request.block_hashes`), so a key names a whole
+  prefix. The namespace defaults to the model name and the fingerprint digests what fixes the
+  bytes of a block (model, dtype, block size, bytes per block, TP/PP sizes): two engines serving
+  the same model with the same layout share keys, different models never do.
+- `ReqMeta`, `AscendConnectorMetadata`: one step's loads and saves, per request.
+
+Extra config keys (all optional):
+
+- `backend` (`"mooncake"`): `"mooncake"` or `"memcache"`;
+- `mooncake` / `memcache` (object): the store client's settings; when absent, read from the
+  JSON file named by `$MOONCAKE_CONFIG_PATH` / `$MEMCACHE_CONFIG_PATH`;
+- `load_async` (false): load hits in the background, the request waiting outside the batch,
+  instead of before the step's forward pass;
+- `namespace` (the model name): key prefix; engines that should share entries must agree;
+- `save_queue_size`, `load_queue_size` (64): bound on queued transfer tasks per worker (a full
+  save queue drops the save, a full load queue fails the load);
+- `transfer_batch_keys` (64): keys per store call;
+- `error_log_interval_s` (10): at most one pool-error log line per kind per interval, seconds;
+- `retry_interval_s` (5): after a store failure the pool is bypassed this long, then probed;
+- `shutdown_timeout_s` (30): bound on draining queued saves at shutdown or preemption, seconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorMetadata
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.v1.kv_cache_interface import KVCacheConfig
+
+__all__ = [
+    "AscendConnectorMetadata",
+    "AscendStoreConfig",
+    "ChunkedTokenDatabase",
+    "KeyMetadata",
+    "ReqMeta",
+    "bytes_per_block",
+]
+
+_BACKENDS = ("mooncake", "memcache")
+
+
+def _number(key: str, value: Any, *, integer: bool) -> float:
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        kind = "an integer" if integer else "a number"
+        raise ValueError(f"kv_connector_extra_config[{key!r}] must be {kind}, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"kv_connector_extra_config[{key!r}] must be positive, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class AscendStoreConfig:
+    """Validated `kv_connector_extra_config` of the AscendStoreConnector (keys: module doc)."""
+
+    backend: str = "mooncake"
+    backend_config: Mapping[str, Any] | None = None
+    load_async: bool = False
+    namespace: str | None = None
+    save_queue_size: int = 64
+    load_queue_size: int = 64
+    transfer_batch_keys: int = 64
+    error_log_interval_s: float = 10.0
+    retry_interval_s: float = 5.0
+    shutdown_timeout_s: float = 30.0
+
+    KEYS = (
+        "backend",
+        "mooncake",
+        "memcache",
+        "load_async",
+        "namespace",
+        "save_queue_size",
+        "load_queue_size",
+        "transfer_batch_keys",
+        "error_log_interval_s",
+        "retry_interval_s",
+        "shutdown_timeout_s",
+    )
+
+    @classmethod
+    def from_extra_config(cls, extra: Mapping[str, Any] | None) -> AscendStoreConfig:
+        """Parse and validate the connector's extra config.
+
+        The store settings (`mooncake`/`memcache`) are checked by the backend when it connects.
+
+        Raises:
+            ValueError: unknown key (the valid ones are listed), unknown backend, or a value of
+                the wrong type or range.
+        """
+        extra = dict(extra or {})
+        unknown = sorted(set(extra) - set(cls.KEYS))
+        if unknown:
+            raise ValueError(
+                f"unknown AscendStoreConnector kv_connector_extra_config key(s) {unknown}; "
+                f"valid keys: {list(cls.KEYS)}"
+            )
+        backend = str(extra.get("backend", "mooncake")).lower()
+        if backend not in _BACKENDS:
+            raise ValueError(
+                f"kv_connector_extra_config['backend'] must be one of {list(_BACKENDS)}, "
+                f"got {extra.get('backend')!r}"
+            )
+        backend_config = extra.get(backend)
+        if backend_config is not None and not isinstance(backend_config, Mapping):
+            raise ValueError(
+                f"kv_connector_extra_config[{backend!r}] must be an object, "
+                f"got {type(backend_config).__name__}"
+            )
+        load_async = extra.get("load_async", False)
+        if not isinstance(load_async, bool):
+            raise ValueError("kv_connector_extra_config['load_async'] must be true or false")
+        namespace = extra.get("namespace")
+        if namespace is not None and (not isinstance(namespace, str) or not namespace.strip()):
+            raise ValueError("kv_connector_extra_config['namespace'] must be a non-empty string")
+
+        def integer(key: str, default: int) -> int:
+            return int(_number(key, extra[key], integer=True)) if key in extra else default
+
+        def seconds(key: str, default: float) -> float:
+            return _number(key, extra[key], integer=False) if key in extra else default
+
+        return cls(
+            backend=backend,
+            backend_config=dict(backend_config) if backend_config is not None else None,
+            load_async=load_async,
+            namespace=namespace.strip() if namespace else None,
+            save_queue_size=integer("save_queue_size", cls.save_queue_size),
+            load_queue_size=integer("load_queue_size", cls.load_queue_size),
+            transfer_batch_keys=integer("transfer_batch_keys", cls.transfer_batch_keys),
+            error_log_interval_s=seconds("error_log_interval_s", cls.error_log_interval_s),
+            retry_interval_s=seconds("retry_interval_s", cls.retry_interval_s),
+            shutdown_timeout_s=seconds("shutdown_timeout_s", cls.shutdown_timeout_s),
+        )
+
+
+def bytes_per_block(kv_cache_config: KVCacheConfig) -> int:
+    """Bytes one KV cache block takes on one worker, over all its KV cache tensors.
+
+    Raises:
+        ValueError: the KV cache has no blocks.
+    """
+    if kv_cache_config.num_blocks <= 0:
+        raise ValueError("the KV cache has no blocks")
+    return sum(t.size for t in kv_cache_config.kv_cache_tensors) // kv_cache_config.num_blocks
+
+
+@dataclass(frozen=True)
+class KeyMetadata:
+    """What a pool key is derived from besides the block hash.
+
+    Attributes:
+        namespace: the model's name (or the configured namespace), readable in the store.
+        fingerprint: 16 hex digits digesting the model and the block layout.
+        tp_size: tensor-parallel size (each TP rank stores its own slice of a block).
+        pp_size: pipeline-parallel size (each PP rank stores its own layers).
+    """
+
+    namespace: str
+    fingerprint: str
+    tp_size: int = 1
+    pp_size: int = 1
+
+    @classmethod
+    def from_vllm_config(
+        cls,
+        vllm_config: VllmConfig,
+        kv_cache_config: KVCacheConfig,
+        block_size: int,
+        namespace: str | None = None,
+    ) -> KeyMetadata:
+        """Derive the key metadata of an engine (the same on its scheduler and workers)."""
+        model = vllm_config.model_config
+        parallel = vllm_config.parallel_config
+        cache = vllm_config.cache_config
+        layout = {
+            # A configured namespace stands for the model: engines that load the same weights
+            # from different paths can then share entries.
+            "model": namespace or model.model,
+            "revision": None if namespace else getattr(model, "revision", None),
+            "dtype": str(model.dtype),
+            "kv_cache_dtype": str(cache.cache_dtype),
+            "block_size": block_size,
+            "bytes_per_block": bytes_per_block(kv_cache_config),
+            "tp": parallel.tensor_parallel_size,
+            "pp": parallel.pipeline_parallel_size,
+        }
+        digest = hashlib.sha256(json.dumps(layout, sort_keys=True).encode()).hexdigest()[:16]
+        name = namespace or model.served_model_name or model.model
+        if isinstance(name, (list, tuple)):
+            name = name[0]
+        return cls(
+            namespace=_safe(str(name)),
+            fingerprint=digest,
+            tp_size=parallel.tensor_parallel_size,
+            pp_size=parallel.pipeline_parallel_size,
+        )
+
+    def ranks(self) -> list[tuple[int, int]]:
+        """Every `(tp_rank, pp_rank)` of the engine, in key order."""
+        return [(t, p) for p in range(self.pp_size) for t in range(self.tp_size)]
+
+    def prefix(self, tp_rank: int, pp_rank: int) -> str:
+        return f"{self.namespace}/{self.fingerprint}/tp{tp_rank}-pp{pp_rank}/"
+
+
+def _safe(name: str) -> str:
+    # Keys travel through stores that dislike spaces and path separators in odd places.
+    cleaned = "".join(c if c.isalnum() or c in "-_.:" else "_" for c in name.strip("/"))
+    return cleaned[-64:] or "model"
+
+
+class ChunkedTokenDatabase:
+    """Cuts token sequences into block-sized chunks and names each full chunk in the pool.
+
+    Args:
+        metadata: the engine's key metadata.
+        block_size: tokens per chunk (= tokens per KV cache block).
+    """
+
+    def __init__(self, metadata: KeyMetadata, block_size: int) -> None:
+        if block_size <= 0:
+            raise ValueError(f"block_size must be positive, got {block_size}")
+        self.metadata = metadata
+        self.block_size = block_size
+
+    def num_full_chunks(self, num_tokens: int) -> int:
+        """Chunks of `block_size` tokens that are complete in `num_tokens` tokens."""
+        return max(num_tokens, 0) // self.block_size
+
+    def chunk_ranges(self, num_tokens: int) -> list[tuple[int, int]]:
+        """`(start, end)` token offsets of each full chunk."""
+        bs = self.block_size
+        return [(i * bs, (i + 1) * bs) for i in range(self.num_full_chunks(num_tokens))]
+
+    def keys(self, block_hashes: Sequence[bytes], tp_rank: int, pp_rank: int) -> list[str]:
+        """One worker's key for each block hash."""
+        prefix = self.metadata.prefix(tp_rank, pp_rank)
+        return [prefix + bytes(h).hex() for h in block_hashes]
+
+    def keys_all_ranks(self, block_hashes: Sequence[bytes]) -> list[str]:
+        """Every worker's key of each block, block-major: `len(ranks)` keys per block."""
+        prefixes = [self.metadata.prefix(t, p) for t, p in self.metadata.ranks()]
+        return [prefix + bytes(h).hex() for h in block_hashes for prefix in prefixes]
+
+    def process_tokens(
+        self, num_tokens: int, block_hashes: Sequence[bytes], tp_rank: int, pp_rank: int
+    ) -> Iterator[tuple[int, int, str]]:
+        """Yield `(start, end, key)` for each full chunk that has a block hash."""
+        ranges = self.chunk_ranges(num_tokens)[: len(block_hashes)]
+        keys = self.keys(block_hashes[: len(ranges)], tp_rank, pp_rank)
+        for (start, end), key in zip(ranges, keys, strict=True):
+            yield start, end, key
+
+
+@dataclass
+class ReqMeta:
+    """One request's transfer in one step: KV cache block `block_ids[i]` holds the chunk whose
+    hash is `block_hashes[i]`.
+
+    Attributes:
+        req_id: the request.
+        block_ids: KV cache block ids (group 0), one per chunk.
+        block_hashes: vLLM block hashes, one per chunk.
+        is_async: for loads, whether the request waits for it outside the batch (the worker
+            reports it in `finished_recving`) instead of the load preceding this step's forward.
+    """
+
+    req_id: str
+    block_ids: list[int]
+    block_hashes: list[bytes]
+    is_async: bool = False
+
+    def __post_init__(self) -> None:
+        if len(self.block_ids) != len(self.block_hashes):
+            raise ValueError(
+                f"request {self.req_id}: {len(self.block_ids)} block ids but "
+                f"{len(self.block_hashes)} block hashes"
+            )
+
+
+@dataclass
+class AscendConnectorMetadata(KVConnectorMetadata):
+    """What the scheduler side tells every worker for one step.
+
+    Attributes:
+        loads: chunks to read from the pool into the KV cache.
+        saves: full chunks to write from the KV cache to the pool.
+        preempted_req_ids: requests preempted this step; their queued saves must finish before
+            their blocks are reused.
+    """
+
+    loads: list[ReqMeta] = field(default_factory=list)
+    saves: list[ReqMeta] = field(default_factory=list)
+    preempted_req_ids: list[str] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        return not (self.loads or self.saves or self.preempted_req_ids)

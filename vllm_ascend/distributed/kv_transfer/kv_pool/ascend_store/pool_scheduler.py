@@ -1,0 +1,288 @@
+"""Scheduler side of the KV pool: what the pool holds for a request, and what to load and save.
+
+Per request, `get_num_new_matched_tokens` asks the pool about every full prompt block in ONE
+batched `exists` call (all workers' keys of all blocks): the longest prefix present on every
+worker is the hit, and the per-block answer is kept to skip saving blocks the pool already has.
+Whole blocks only, and never the prompt's last token (vLLM must compute at least one token).
+
+Loads are planned when vLLM allocates blocks for the hit (`update_state_after_alloc`); saves are
+planned each step for prompt blocks whose KV becomes complete in that step
+(`build_connector_meta`). A request with saves keeps its blocks after it finishes
+(`request_finished` returns True) until every worker reports its saves done.
+
+A pool that fails (see `kv_transfer.PoolGuard`) answers "nothing present": requests run as if
+the pool were empty, and the failure is logged once per interval.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend import create_backend
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (
+    Backend,
+    BackendError,
+)
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.config_data import (
+    AscendConnectorMetadata,
+    AscendStoreConfig,
+    ChunkedTokenDatabase,
+    KeyMetadata,
+    ReqMeta,
+)
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.kv_transfer import PoolGuard
+from vllm_ascend.logger import init_logger
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from vllm.config import VllmConfig
+    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
+    from vllm.v1.core.sched.output import SchedulerOutput
+    from vllm.v1.kv_cache_interface import KVCacheConfig
+    from vllm.v1.request import Request
+
+__all__ = ["KVPoolScheduler", "check_single_group"]
+
+logger = init_logger(__name__)
+
+# vLLM's non-cryptographic prefix-cache hashes use a per-process random seed unless
+# PYTHONHASHSEED is set: their block hashes then differ between engines.
+_PER_PROCESS_HASHES = ("xxhash", "xxhash_cbor")
+
+
+def check_single_group(kv_cache_config: KVCacheConfig) -> int:
+    """The block size of a KV cache with one group whose hash blocks equal its blocks.
+
+    Raises:
+        ValueError: several KV cache groups, or hash blocks of another size.
+    """
+    groups = kv_cache_config.kv_cache_groups
+    if len(groups) != 1:
+        raise ValueError(
+            f"AscendStoreConnector supports one KV cache group, the model has {len(groups)}"
+        )
+    block_size = int(groups[0].kv_cache_spec.block_size)
+    hash_block_size = getattr(kv_cache_config, "hash_block_size", None) or block_size
+    if hash_block_size != block_size:
+        raise ValueError(
+            f"AscendStoreConnector needs hash blocks ({hash_block_size} tokens) equal to KV "
+            f"cache blocks ({block_size} tokens)"
+        )
+    return block_size
+
+
+@dataclass
+class _Lookup:
+    num_computed_tokens: int
+    present: list[bool]
+
+
+@dataclass
+class _RequestState:
+    request: Request
+    block_ids: list[int] = field(default_factory=list)
+    # Per prompt block: in the pool at the last lookup (None: never looked up).
+    in_pool: list[bool] | None = None
+    # Prompt blocks below this index are saved, being saved, loaded or skipped.
+    saved_upto: int = 0
+    has_saves: bool = False
+
+
+class KVPoolScheduler:
+    """Scheduler-side logic; `AscendStoreConnector` forwards the scheduler methods here.
+
+    Args:
+        vllm_config: the engine's config (KV role, parallel sizes, model).
+        kv_cache_config: the KV cache layout (block size, bytes per block for the keys).
+        config: the connector's validated extra config.
+        backend: a connected store client (default: a lookup-only client from `config`).
+
+    Raises:
+        ValueError: an unsupported KV cache layout or an invalid store config.
+        BackendError: the store cannot be reached.
+    """
+
+    def __init__(
+        self,
+        vllm_config: VllmConfig,
+        kv_cache_config: KVCacheConfig,
+        config: AscendStoreConfig,
+        backend: Backend | None = None,
+    ) -> None:
+        self.block_size = check_single_group(kv_cache_config)
+        transfer = vllm_config.kv_transfer_config
+        assert transfer is not None
+        self.load_enabled = transfer.is_kv_consumer
+        self.save_enabled = transfer.is_kv_producer
+        self.load_async = config.load_async
+        self.key_metadata = KeyMetadata.from_vllm_config(
+            vllm_config, kv_cache_config, self.block_size, config.namespace
+        )
+        self.db = ChunkedTokenDatabase(self.key_metadata, self.block_size)
+        self.backend = backend or create_backend(
+            config.backend,
+            config.backend_config,
+            vllm_config.parallel_config,
+            lookup_only=True,
+        )
+        self.guard = PoolGuard(
+            self.backend, config.retry_interval_s, config.error_log_interval_s, "scheduler"
+        )
+        algo = vllm_config.cache_config.prefix_caching_hash_algo
+        if algo in _PER_PROCESS_HASHES and os.environ.get("PYTHONHASHSEED") is None:
+            logger.warning(
+                "prefix_caching_hash_algo=%s without PYTHONHASHSEED: block hashes differ "
+                "between engines, so this engine will not share KV pool entries",
+                algo,
+            )
+        self.num_lookups = 0
+        self._requests: dict[str, _RequestState] = {}
+        self._lookups: dict[str, _Lookup] = {}
+        self._step_loads: list[ReqMeta] = []
+        logger.info(
+            "AscendStoreConnector scheduler: backend %s, keys %s*, load %s, save %s",
+            self.backend.name,
+            self.key_metadata.prefix(0, 0).rsplit("/", 2)[0],
+            ("async" if self.load_async else "sync") if self.load_enabled else "off",
+            "on" if self.save_enabled else "off",
+        )
+
+    # ---- lookups ----------------------------------------------------------------------------
+
+    def lookup(self, block_hashes: Sequence[bytes]) -> list[bool]:
+        """Whether each block is in the pool on every worker: one `exists` round trip.
+
+        A pool that is bypassed or fails answers all False.
+        """
+        if not block_hashes:
+            return []
+        if not self.guard.available("lookup"):
+            return [False] * len(block_hashes)
+        keys = self.db.keys_all_ranks(block_hashes)
+        self.num_lookups += 1
+        try:
+            found = self.backend.exists(keys)
+        except BackendError as exc:
+            self.guard.failed("lookup", exc)
+            return [False] * len(block_hashes)
+        ranks = len(self.key_metadata.ranks())
+        return [all(found[i * ranks : (i + 1) * ranks]) for i in range(len(block_hashes))]
+
+    def get_num_new_matched_tokens(
+        self, request: Request, num_computed_tokens: int
+    ) -> tuple[int, bool]:
+        """Tokens beyond `num_computed_tokens` whose KV the pool holds, and whether they load
+        asynchronously."""
+        req_id = request.request_id
+        self._lookups.pop(req_id, None)
+        if not (self.load_enabled or self.save_enabled):
+            return 0, False
+        hashes = request.block_hashes
+        prompt_blocks = min(len(hashes), request.num_prompt_tokens // self.block_size)
+        present = self.lookup(hashes[:prompt_blocks])
+        self._lookups[req_id] = _Lookup(num_computed_tokens, present)
+        if not self.load_enabled:
+            return 0, False
+        limit = min(prompt_blocks, (request.num_tokens - 1) // self.block_size)
+        hit = 0
+        while hit < limit and present[hit]:
+            hit += 1
+        external = hit * self.block_size - num_computed_tokens
+        if external <= 0:
+            return 0, False
+        return external, self.load_async
+
+    # ---- allocation and per-step metadata -------------------------------------------------
+
+    def update_state_after_alloc(
+        self, request: Request, blocks: KVCacheBlocks, num_external_tokens: int
+    ) -> None:
+        """Track the request; plan the load of its hit into the blocks vLLM allocated."""
+        req_id = request.request_id
+        state = self._requests.get(req_id)
+        if state is None:
+            state = self._requests[req_id] = _RequestState(request)
+        found = self._lookups.pop(req_id, None)
+        if found is None:
+            return
+        state.in_pool = found.present
+        if num_external_tokens <= 0:
+            return
+        first = found.num_computed_tokens // self.block_size
+        count = num_external_tokens // self.block_size
+        block_ids = blocks.get_block_ids()[0]
+        self._step_loads.append(
+            ReqMeta(
+                req_id,
+                list(block_ids[first : first + count]),
+                list(request.block_hashes[first : first + count]),
+                is_async=self.load_async,
+            )
+        )
+
+    def build_connector_meta(self, scheduler_output: SchedulerOutput) -> AscendConnectorMetadata:
+        """This step's loads (planned at allocation) and saves (blocks complete after it)."""
+        num_scheduled = scheduler_output.num_scheduled_tokens
+        saves: list[ReqMeta] = []
+        for new in scheduler_output.scheduled_new_reqs:
+            state = self._requests.get(new.req_id)
+            if state is None:
+                continue
+            state.block_ids = list(new.block_ids[0])
+            done = new.num_computed_tokens + num_scheduled.get(new.req_id, 0)
+            self._plan_save(state, done, saves)
+        cached = scheduler_output.scheduled_cached_reqs
+        for i, req_id in enumerate(cached.req_ids):
+            state = self._requests.get(req_id)
+            if state is None:
+                continue
+            new_ids = cached.new_block_ids[i]
+            if req_id in cached.resumed_req_ids:
+                state.block_ids = list(new_ids[0]) if new_ids is not None else []
+            elif new_ids is not None:
+                state.block_ids.extend(new_ids[0])
+            done = cached.num_computed_tokens[i] + num_scheduled.get(req_id, 0)
+            self._plan_save(state, done, saves)
+        meta = AscendConnectorMetadata(
+            loads=self._step_loads,
+            saves=saves,
+            preempted_req_ids=sorted(scheduler_output.preempted_req_ids or ()),
+        )
+        self._step_loads = []
+        return meta
+
+    def _plan_save(self, state: _RequestState, done_tokens: int, out: list[ReqMeta]) -> None:
+        if not self.save_enabled:
+            return
+        request = state.request
+        hashes = request.block_hashes
+        full = min(done_tokens, request.num_prompt_tokens) // self.block_size
+        full = min(full, len(hashes), len(state.block_ids))
+        first = state.saved_upto
+        if full <= first:
+            return
+        state.saved_upto = full
+        in_pool = state.in_pool or []
+        todo = [i for i in range(first, full) if not (i < len(in_pool) and in_pool[i])]
+        if not todo:
+            return
+        out.append(
+            ReqMeta(
+                request.request_id,
+                [state.block_ids[i] for i in todo],
+                [hashes[i] for i in todo],
+            )
+        )
+        state.has_saves = True
+
+    def request_finished(self, request: Request) -> bool:
+        """Forget the request; True when it had saves (its blocks wait for the workers)."""
+        self._lookups.pop(request.request_id, None)
+        state = self._requests.pop(request.request_id, None)
+        return bool(state is not None and state.has_saves)
+
+    def shutdown(self) -> None:
+        self.backend.close()

@@ -1,0 +1,371 @@
+"""The metadata server between the CPU offload connector's scheduler side and worker side.
+
+One `MetadataServer` per engine runs a thread in the scheduler's process. It owns the
+`CPUKVCacheManager` (so the manager needs no locks) and answers requests on a ZMQ ROUTER
+socket. The scheduler side and every worker talk to it through a `MetadataClient`, a DEALER
+socket. Messages are msgspec structs (msgpack on the wire, never pickle).
+
+Client identities: a ROUTER socket routes replies by the peer's identity and, by default,
+rejects a second peer that presents an identity already in use. With TP=1 and the uniproc
+executor the scheduler side and the worker side live in ONE process; identities derived from
+the process id alone (`worker-<pid>`) then collide, the second client's requests are dropped,
+and its first blocking receive waits forever. Every `MetadataClient` therefore gets an
+identity unique to the client object (`client_identity`), and every receive is bounded by a
+timeout that turns a dead or unreachable server into `MetadataServerError`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+import uuid
+from dataclasses import asdict
+from typing import Any
+
+import msgspec
+import zmq
+
+from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.cpu_kv_cache_manager import (
+    CPUKVCacheManager,
+)
+from vllm_ascend.logger import init_logger
+
+__all__ = [
+    "Acquire",
+    "Commit",
+    "Discard",
+    "GetStats",
+    "Lookup",
+    "MetadataClient",
+    "MetadataServer",
+    "MetadataServerError",
+    "Register",
+    "Reset",
+    "StepDone",
+    "StoreRequest",
+    "client_identity",
+]
+
+logger = init_logger(__name__)
+
+# How often the server thread wakes up to check for stop(), in milliseconds.
+_SERVER_POLL_MS = 100
+
+
+# ---- messages ------------------------------------------------------------------------------
+
+
+class Lookup(msgspec.Struct, tag=True):
+    """How many leading blocks of `block_hashes` are ready? Reply: int."""
+
+    block_hashes: list[bytes]
+
+
+class Acquire(msgspec.Struct, tag=True):
+    """Pin the leading ready blocks for `owner` (a request id). Reply: list of host block ids."""
+
+    owner: str
+    block_hashes: list[bytes]
+
+
+class StoreRequest(msgspec.Struct):
+    """Blocks of one request that became full this step."""
+
+    owner: str
+    block_hashes: list[bytes]
+
+
+class Commit(msgspec.Struct, tag=True):
+    """End of a scheduler step: drop the pins of `release`, allocate host blocks for `stores`.
+
+    Reply: `[allocations, skipped]`: for each store request a list of
+    `[index into its block_hashes, host block id]` to store, and the number of blocks that
+    found no free or evictable host block (their stores are skipped).
+    """
+
+    release: list[str]
+    stores: list[StoreRequest]
+
+
+class Register(msgspec.Struct, tag=True):
+    """A worker's first contact. Reply: the number of host blocks it must allocate."""
+
+    rank: int
+    world_size: int
+    bytes_per_block: int
+
+
+class StepDone(msgspec.Struct, tag=True):
+    """A worker finished a step's transfers. Reply: None."""
+
+    rank: int
+    stored: list[int]
+    store_failed: list[int]
+    loaded_blocks: int
+    load_failed_blocks: int
+
+
+class GetStats(msgspec.Struct, tag=True):
+    """Reply: a dict of counters and gauges (see `MetadataServer.stats`)."""
+
+
+class Reset(msgspec.Struct, tag=True):
+    """Forget every ready, unpinned block (vLLM's connector `reset_cache`). Reply: int."""
+
+
+class Discard(msgspec.Struct, tag=True):
+    """Forget the given ready, unpinned blocks. Reply: int, how many were dropped."""
+
+    block_hashes: list[bytes]
+
+
+Body = Lookup | Acquire | Commit | Register | StepDone | GetStats | Reset | Discard
+
+
+class _Request(msgspec.Struct):
+    seq: int
+    body: Body
+
+
+class _Reply(msgspec.Struct):
+    seq: int
+    value: Any = None
+    error: str | None = None
+
+
+class MetadataServerError(RuntimeError):
+    """The metadata server did not answer in time, or answered with an error."""
+
+
+def client_identity(role: str) -> bytes:
+    """A ZMQ identity unique to one client object: role, process id and a random suffix.
+
+    The random part is what keeps two clients of one process (scheduler and worker with
+    TP=1 and the uniproc executor) apart.
+    """
+    return f"{role}-{os.getpid()}-{uuid.uuid4().hex[:12]}".encode()
+
+
+# ---- server --------------------------------------------------------------------------------
+
+
+class MetadataServer:
+    """Serve a `CPUKVCacheManager` over a ZMQ ROUTER socket from a background thread.
+
+    Args:
+        address: ZMQ endpoint to bind (`ipc://...` or `tcp://127.0.0.1:PORT`).
+        manager: the manager the server owns from now on.
+        bytes_per_block: the scheduler's view of one block's size on a worker, bytes; used to
+            size the host pool and reported to workers.
+
+    Raises:
+        MetadataServerError: from `start()`, when the address cannot be bound.
+    """
+
+    def __init__(self, address: str, manager: CPUKVCacheManager, bytes_per_block: int) -> None:
+        self.address = address
+        self.manager = manager
+        self.bytes_per_block = bytes_per_block
+        self._workers: dict[int, int] = {}
+        self._worker_stats = {"loaded_blocks": 0, "load_failed_blocks": 0}
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._bind_error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, name="cpu-offload-metadata-server", daemon=True
+        )
+        self._encoder = msgspec.msgpack.Encoder()
+        self._decoder = msgspec.msgpack.Decoder(_Request)
+
+    def start(self, timeout_s: float = 10.0) -> MetadataServer:
+        """Bind and start serving; returns once the socket is bound."""
+        self._thread.start()
+        if not self._ready.wait(timeout_s):
+            raise MetadataServerError(f"metadata server did not bind {self.address} in time")
+        if self._bind_error is not None:
+            raise MetadataServerError(
+                f"cannot bind the CPU offload metadata server to {self.address}: {self._bind_error}"
+            ) from self._bind_error
+        return self
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop the thread and close the socket. Idempotent."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def _run(self) -> None:
+        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        sock = ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.LINGER, 0)
+        try:
+            sock.bind(self.address)
+        except zmq.ZMQError as exc:
+            self._bind_error = exc
+            sock.close()
+            self._ready.set()
+            return
+        self._ready.set()
+        logger.info("CPU offload metadata server listening on %s", self.address)
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        try:
+            while not self._stop.is_set():
+                if not poller.poll(_SERVER_POLL_MS):
+                    continue
+                frames = sock.recv_multipart()
+                identity, payload = frames[0], frames[-1]
+                sock.send_multipart([identity, self._handle(payload)])
+        finally:
+            sock.close()
+
+    def _handle(self, payload: bytes) -> bytes:
+        try:
+            request = self._decoder.decode(payload)
+        except msgspec.DecodeError as exc:
+            return self._encoder.encode(_Reply(seq=-1, error=f"undecodable request: {exc}"))
+        try:
+            value = self._dispatch(request.body)
+        except Exception as exc:  # the reply carries it to the caller, the server lives on
+            logger.exception("metadata server failed on %s", type(request.body).__name__)
+            return self._encoder.encode(
+                _Reply(seq=request.seq, error=f"{type(exc).__name__}: {exc}")
+            )
+        return self._encoder.encode(_Reply(seq=request.seq, value=value))
+
+    def _dispatch(self, body: Body) -> Any:
+        m = self.manager
+        if isinstance(body, Lookup):
+            return m.lookup(body.block_hashes)
+        if isinstance(body, Acquire):
+            return m.acquire(body.owner, body.block_hashes)
+        if isinstance(body, Commit):
+            for owner in body.release:
+                m.release(owner)
+            skipped_before = m.counters.store_skipped_blocks
+            allocations = [m.allocate(s.block_hashes) for s in body.stores]
+            return [allocations, m.counters.store_skipped_blocks - skipped_before]
+        if isinstance(body, StepDone):
+            m.complete(body.stored, body.rank, ok=True)
+            m.complete(body.store_failed, body.rank, ok=False)
+            self._worker_stats["loaded_blocks"] += body.loaded_blocks
+            self._worker_stats["load_failed_blocks"] += body.load_failed_blocks
+            return None
+        if isinstance(body, Register):
+            return self._register(body)
+        if isinstance(body, GetStats):
+            return self.stats()
+        if isinstance(body, Reset):
+            return m.reset()
+        if isinstance(body, Discard):
+            return m.discard(body.block_hashes)
+        raise TypeError(f"unknown request {type(body).__name__}")
+
+    def _register(self, body: Register) -> int:
+        if body.world_size != self.manager.world_size:
+            raise ValueError(
+                f"worker {body.rank} reports world_size={body.world_size}, "
+                f"the scheduler side expects {self.manager.world_size}"
+            )
+        self._workers[body.rank] = body.bytes_per_block
+        return self.manager.num_blocks
+
+    def stats(self) -> dict[str, int]:
+        """Counters and gauges of the manager, plus worker-reported load counts (summed over
+        workers) and the number of registered workers."""
+        out = asdict(self.manager.stats())
+        out.update(self._worker_stats)
+        out["registered_workers"] = len(self._workers)
+        out["bytes_per_block"] = self.bytes_per_block
+        return out
+
+
+# ---- client --------------------------------------------------------------------------------
+
+
+class MetadataClient:
+    """A DEALER connection to a `MetadataServer`, with a bounded wait on every call.
+
+    Args:
+        address: the server's ZMQ endpoint.
+        timeout_s: bound on each `call`, seconds.
+        role: a label for the identity and for error messages (`"scheduler"`, `"worker0"`).
+        identity: override the unique identity (tests use it to reproduce a collision).
+
+    Thread-safe: calls are serialised by a lock.
+    """
+
+    def __init__(
+        self, address: str, timeout_s: float, role: str, *, identity: bytes | None = None
+    ) -> None:
+        self.address = address
+        self.timeout_s = timeout_s
+        self.role = role
+        self.identity = identity if identity is not None else client_identity(role)
+        self._lock = threading.Lock()
+        self._seq = itertools.count()
+        self._encoder = msgspec.msgpack.Encoder()
+        self._decoder = msgspec.msgpack.Decoder(_Reply)
+        self._sock: zmq.Socket[bytes] | None = None
+
+    def _socket(self) -> zmq.Socket[bytes]:
+        if self._sock is None:
+            sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+            sock.setsockopt(zmq.IDENTITY, self.identity)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.SNDTIMEO, int(self.timeout_s * 1000))
+            sock.connect(self.address)
+            self._sock = sock
+        return self._sock
+
+    def call(self, body: Body) -> Any:
+        """Send `body` and wait for its reply.
+
+        Returns:
+            The reply's value (type per message, see the message classes).
+
+        Raises:
+            MetadataServerError: no reply within `timeout_s` (server dead, not started, or
+                unreachable), or the server answered with an error.
+        """
+        with self._lock:
+            sock = self._socket()
+            seq = next(self._seq)
+            what = type(body).__name__
+            try:
+                sock.send(self._encoder.encode(_Request(seq=seq, body=body)))
+            except zmq.Again:
+                raise self._timeout(what) from None
+            deadline = time.monotonic() + self.timeout_s
+            while True:
+                # Replies to earlier calls that timed out may still arrive: skip them by seq.
+                left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+                if not sock.poll(left_ms, zmq.POLLIN):
+                    raise self._timeout(what)
+                reply = self._decoder.decode(sock.recv())
+                if reply.seq == seq:
+                    break
+            if reply.error is not None:
+                raise MetadataServerError(
+                    f"CPU offload metadata server at {self.address} rejected {what}: {reply.error}"
+                )
+            return reply.value
+
+    def _timeout(self, what: str) -> MetadataServerError:
+        return MetadataServerError(
+            f"CPU offload metadata server at {self.address} did not answer {what} from "
+            f"{self.role} within {self.timeout_s:g} s (is the engine's scheduler alive?)"
+        )
+
+    def close(self) -> None:
+        """Close the socket. Idempotent; a later call reconnects."""
+        with self._lock:
+            if self._sock is not None:
+                self._sock.close(linger=0)
+                self._sock = None

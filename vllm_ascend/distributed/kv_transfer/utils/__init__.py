@@ -1,0 +1,10 @@
+"""Helpers shared by the KV connectors.
+
+- `device`: the device abstraction (NPU through `torch_npu` when importable, else the device of
+  the KV cache tensors vLLM hands over).
+- `block_copy`: batched copies of KV cache blocks between the KV cache and host buffers.
+- `utils`: the all-to-all/rearrange helpers, `align_memory` and `get_transfer_timeout_value`.
+- `mooncake_transfer_engine`: the Mooncake transfer engine shared by the Mooncake connectors.
+
+Nothing is imported here: each helper module imports torch, and callers pick the one they need.
+"""

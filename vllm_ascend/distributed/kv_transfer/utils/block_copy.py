@@ -1,0 +1,236 @@
+"""Batched copies of KV cache blocks between vLLM's KV cache and host buffers.
+
+A KV cache tensor holds `num_blocks` blocks along one axis, the *block axis*: axis 0 for the
+layouts vLLM's CPU backend and most attention backends use (`[num_blocks, ...]`), axis 1 for
+the split K/V layouts (`[2, num_blocks, ...]`). `BlockTensor` finds that axis once;
+`copy_blocks` then moves a batch of blocks for every layer.
+
+Two things keep the number of copy operations small, because on every device the fixed cost
+of one copy op (a kernel launch, a DMA descriptor, a thread fork/join on the CPU) is what limits
+small KV blocks:
+
+- `stack_layers`: vLLM allocates the KV cache of all layers in one buffer, each layer a view
+  at a fixed offset from the previous one. Such views are stacked into ONE strided tensor
+  `[num_layers, ...]`, so a block of all layers moves in one copy instead of one per layer.
+- runs (`plan_runs`): consecutive source ids that map to consecutive destination ids become
+  one slice copy. A contiguous batch costs one copy per stacked tensor; a scattered batch one
+  per block. All copies of a batch are issued in a single `torch._foreach_copy_` call.
+
+Host buffers (`host_mirror`) are block-major: one block of all layers is one contiguous host
+region, which is also what a KV store transfers as one object. Each copy is a strided slice
+copy, so it works between any two devices (device <-> pinned host memory included).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+__all__ = [
+    "BlockTensor",
+    "copy_blocks",
+    "find_block_axis",
+    "host_mirror",
+    "plan_runs",
+    "stack_layers",
+]
+
+
+def find_block_axis(tensor: torch.Tensor, num_blocks: int) -> int:
+    """Return the axis of `tensor` that indexes KV cache blocks.
+
+    Args:
+        tensor: one KV cache tensor of a layer.
+        num_blocks: the number of blocks of the KV cache (`KVCacheConfig.num_blocks`).
+
+    Raises:
+        ValueError: no axis of size `num_blocks` among the first two axes.
+    """
+    # vLLM's layouts put the block axis first, or second behind a K/V axis of size 2.
+    for axis in range(min(2, tensor.dim())):
+        if tensor.shape[axis] == num_blocks:
+            return axis
+    raise ValueError(
+        f"cannot find the block axis of a KV cache tensor of shape {tuple(tensor.shape)}: "
+        f"no leading axis has num_blocks={num_blocks}"
+    )
+
+
+@dataclass(frozen=True)
+class BlockTensor:
+    """One KV cache tensor and its block axis.
+
+    Attributes:
+        tensor: the KV cache tensor (any device, any dtype).
+        block_axis: the axis that indexes blocks.
+    """
+
+    tensor: torch.Tensor
+    block_axis: int
+
+    @property
+    def num_blocks(self) -> int:
+        return int(self.tensor.shape[self.block_axis])
+
+    @property
+    def bytes_per_block(self) -> int:
+        """Bytes of one block of this tensor."""
+        return self.tensor.numel() // self.num_blocks * self.tensor.element_size()
+
+
+def stack_layers(tensors: Sequence[torch.Tensor], num_blocks: int) -> list[BlockTensor]:
+    """Describe KV cache tensors as few `BlockTensor`s as possible.
+
+    Consecutive tensors with the same shape, strides and dtype that live in one storage at a
+    constant offset from each other (vLLM's one-buffer-per-KV-cache allocation) become one
+    stacked view `[n, *shape]` whose block axis is one further right. Anything else stays a
+    `BlockTensor` of its own. The result covers exactly the input's memory.
+
+    Raises:
+        ValueError: a tensor without a block axis of `num_blocks`.
+    """
+    out: list[BlockTensor] = []
+    group: list[torch.Tensor] = []
+
+    def flush() -> None:
+        if not group:
+            return
+        first = group[0]
+        axis = find_block_axis(first, num_blocks)
+        if len(group) == 1:
+            out.append(BlockTensor(first, axis))
+        else:
+            step = group[1].storage_offset() - first.storage_offset()
+            stacked = first.as_strided(
+                (len(group), *first.shape), (step, *first.stride()), first.storage_offset()
+            )
+            out.append(BlockTensor(stacked, axis + 1))
+        group.clear()
+
+    for t in tensors:
+        if group and not _continues(group, t):
+            flush()
+        group.append(t)
+    flush()
+    return out
+
+
+def _continues(group: list[torch.Tensor], t: torch.Tensor) -> bool:
+    first = group[0]
+    if (
+        t.shape != first.shape
+        or t.stride() != first.stride()
+        or t.dtype != first.dtype
+        or t.device != first.device
+        or t.untyped_storage().data_ptr() != first.untyped_storage().data_ptr()
+    ):
+        return False
+    step = (group[1] if len(group) > 1 else t).storage_offset() - first.storage_offset()
+    # A positive step no smaller than one view's extent: the views never overlap.
+    extent = 1 + sum((n - 1) * st for n, st in zip(first.shape, first.stride(), strict=True))
+    return step >= extent and t.storage_offset() - group[-1].storage_offset() == step
+
+
+def host_mirror(
+    device: BlockTensor,
+    num_host_blocks: int,
+    empty: Callable[[Sequence[int], torch.dtype], torch.Tensor],
+) -> BlockTensor:
+    """A host `BlockTensor` for `num_host_blocks` blocks of `device`, block-major in memory.
+
+    Args:
+        device: the KV cache side.
+        num_host_blocks: blocks of the host pool.
+        empty: allocator `(shape, dtype) -> tensor`, e.g. `KVDevice.empty_host` (pinned memory
+            on an accelerator).
+
+    Returns:
+        A view with `device`'s axis order, whose block `i` is one contiguous region.
+    """
+    shape = list(device.tensor.shape)
+    del shape[device.block_axis]
+    storage = empty([num_host_blocks, *shape], device.tensor.dtype)
+    return BlockTensor(storage.movedim(0, device.block_axis), device.block_axis)
+
+
+def plan_runs(src_ids: Sequence[int], dst_ids: Sequence[int]) -> list[tuple[int, int, int]]:
+    """Merge a block mapping into runs `(src_start, dst_start, length)`.
+
+    `src_ids[i]` is copied to `dst_ids[i]`; a run covers positions where both sides advance by
+    one. Order is preserved, so the same destination id written twice keeps the last writer.
+
+    Raises:
+        ValueError: the two id lists differ in length.
+    """
+    if len(src_ids) != len(dst_ids):
+        raise ValueError(f"src_ids has {len(src_ids)} ids but dst_ids has {len(dst_ids)}")
+    runs: list[tuple[int, int, int]] = []
+    if not src_ids:
+        return runs
+    start_s, start_d, length = src_ids[0], dst_ids[0], 1
+    for s, d in zip(src_ids[1:], dst_ids[1:], strict=True):
+        if s == start_s + length and d == start_d + length:
+            length += 1
+            continue
+        runs.append((start_s, start_d, length))
+        start_s, start_d, length = s, d, 1
+    runs.append((start_s, start_d, length))
+    return runs
+
+
+def copy_blocks(
+    pairs: Sequence[tuple[BlockTensor, BlockTensor]],
+    src_ids: Sequence[int],
+    dst_ids: Sequence[int],
+    *,
+    non_blocking: bool = False,
+) -> int:
+    """Copy blocks `src_ids[i] -> dst_ids[i]` for every `(src, dst)` tensor pair.
+
+    Args:
+        pairs: `(source, destination)` tensors, one pair per KV cache tensor; both sides of a
+            pair have the same layout except for the number of blocks.
+        src_ids: block ids in the source tensors.
+        dst_ids: block ids in the destination tensors, same length as `src_ids`.
+        non_blocking: passed to the copies (only meaningful between a device and pinned
+            host memory; the caller then synchronises through `KVDevice`).
+
+    Returns:
+        The number of bytes copied.
+
+    Raises:
+        ValueError: mismatched id lists, or a pair whose block sizes differ.
+        IndexError: an id beyond the number of blocks of its tensor.
+    """
+    runs = plan_runs(src_ids, dst_ids)
+    if not runs:
+        return 0
+    src_span = (min(r[0] for r in runs), max(r[0] + r[2] for r in runs))
+    dst_span = (min(r[1] for r in runs), max(r[1] + r[2] for r in runs))
+    dst_views: list[torch.Tensor] = []
+    src_views: list[torch.Tensor] = []
+    total = 0
+    for src, dst in pairs:
+        if src.bytes_per_block != dst.bytes_per_block:
+            raise ValueError(
+                f"block size mismatch: {src.bytes_per_block} B in the source, "
+                f"{dst.bytes_per_block} B in the destination"
+            )
+        _check_span(src, src_span, "source")
+        _check_span(dst, dst_span, "destination")
+        for s, d, n in runs:
+            src_views.append(src.tensor.narrow(src.block_axis, s, n))
+            dst_views.append(dst.tensor.narrow(dst.block_axis, d, n))
+        total += src.bytes_per_block * len(src_ids)
+    # One call for all views: the per-copy Python overhead is what limits small blocks.
+    torch._foreach_copy_(dst_views, src_views, non_blocking=non_blocking)
+    return total
+
+
+def _check_span(bt: BlockTensor, span: tuple[int, int], side: str) -> None:
+    # narrow() would raise too, but with a message that names neither the id nor the side.
+    lo, hi = span
+    if lo < 0 or hi > bt.num_blocks:
+        raise IndexError(f"{side} block id out of range [0, {bt.num_blocks}): span {lo}..{hi - 1}")
