@@ -33,6 +33,12 @@ start=$(date +%s)
 # `"${PIP[@]}" mooncake-transfer-engine-non-cuda`.
 # ---------------------------------------------------------------------------------------------
 
+# --- MemCache (ascend_store's MemcacheBackend) -------------------------------------------------
+# Its MetaService and client-only store run without an NPU (tests/subsystem/
+# test_kvpool_memcache_backend.py); put/get need an NPU and skip here with the reason.
+"${PIP[@]}" "memcache-hybrid==1.3.0"
+# ---------------------------------------------------------------------------------------------
+
 # A guard: the install must leave a CPU torch (no CUDA build) and an importable vllm.
 "$PY" - <<'PYEOF'
 import torch

@@ -44,7 +44,7 @@ def pool_worker(llm: Any) -> KVPoolWorker:
     return connector.worker
 
 
-def wait_saves(llm: Any, timeout_s: float = 60.0) -> dict[str, Any]:
+def wait_saves(llm: Any, wait_s: float = 120.0) -> dict[str, Any]:
     """Wait until the worker has no save pending, then let finished requests release their
     blocks; returns the worker's stats.
 
@@ -54,8 +54,8 @@ def wait_saves(llm: Any, timeout_s: float = 60.0) -> dict[str, Any]:
     returns, so this steps it until the scheduler has nothing left to release.
     """
     worker = pool_worker(llm)
-    if not worker.wait_idle(timeout_s):
-        raise TimeoutError(f"saves still pending after {timeout_s} s: {worker.stats()}")
+    if not worker.wait_idle(wait_s):
+        raise TimeoutError(f"saves still pending after {wait_s} s: {worker.stats()}")
     scheduler = _vllm_scheduler(llm)
     for _ in range(20):
         if not scheduler.has_finished_requests():
@@ -108,7 +108,7 @@ def vanish_after_lookup(llm: Any, enabled: bool) -> bool:
         if tokens:
             last = (num_computed_tokens + tokens) // sched.block_size - 1
             keys = sched.db.keys_all_ranks([request.block_hashes[last]])
-            sched.backend.remove(keys)  # type: ignore[attr-defined]  (MooncakeBackend)
+            sched.backend.remove(keys)  # type: ignore[attr-defined]  # MooncakeBackend only
             pending[request.request_id] = last
         return tokens, is_async
 

@@ -55,7 +55,7 @@ class Tree:
         env: dict[str, str] | None = None,
         flags: tuple[str, ...] = (),
         check: bool = True,
-        timeout: float = 60,
+        timeout: float = 300,
     ) -> subprocess.CompletedProcess[str]:
         """Run `code` as a script file in a fresh interpreter with cwd = root.
 
@@ -70,7 +70,7 @@ class Tree:
         env: dict[str, str] | None = None,
         flags: tuple[str, ...] = (),
         check: bool = True,
-        timeout: float = 60,
+        timeout: float = 300,
     ) -> subprocess.CompletedProcess[str]:
         """Run the script at `path` (see `run`)."""
         proc = subprocess.run(

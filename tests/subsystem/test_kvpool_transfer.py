@@ -71,7 +71,7 @@ def test_layout_of_block_first_and_kv_split_tensors() -> None:
 
 
 def test_layers_side_by_side_in_one_tensor_merge_into_one_segment() -> None:
-    # vLLM's unified KV cache: one buffer, block-major, each layer a strided view of it.
+    # A block-major KV cache: one buffer, each layer a strided view of it.
     raw = torch.randn(NUM_BLOCKS, 2, 32, 64)
     layers = [raw[:, 0], raw[:, 1]]
     layout = KVCacheLayout(layers, NUM_BLOCKS)

@@ -19,7 +19,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (
@@ -66,8 +66,8 @@ class KVCacheLayout:
 
     A block's value is one segment per KV cache tensor and leading index (the K/V axis of
     `[2, num_blocks, ...]` layouts), in tensor order. Consecutive segments that are adjacent in
-    memory for every block (same block stride, one ending where the next starts: vLLM's
-    unified KV cache tensor puts all layers of a block side by side) are merged, so such a
+    memory for every block (same block stride, one ending where the next starts, as in
+    block-major layouts that keep all layers of a block side by side) are merged, so such a
     block is one segment and one zero-copy range for the store.
 
     Args:
@@ -363,7 +363,6 @@ class TransferTask:
     keys: list[str]
     block_ids: list[int]
     ready: DeviceEvent | None = None
-    enqueued_at: float = field(default_factory=time.monotonic)
 
 
 _STOP = object()

@@ -235,10 +235,9 @@ class KVPoolWorker:
         if failed:
             self.guard.log.warning(
                 "load_failed",
-                "KV pool: %d block(s) failed to load (missing or unreadable); reported to the "
-                "scheduler for %s",
+                "KV pool: %d block(s) failed to load (missing or unreadable); vLLM recomputes "
+                "them or fails their requests per kv_load_failure_policy",
                 len(failed),
-                "recomputation or failure per kv_load_failure_policy",
             )
 
     # ---- saves ------------------------------------------------------------------------------
