@@ -102,9 +102,37 @@ def raw_lists(local: Any, remote: Any, local_ids: list[int], remote_ids: list[in
     return addrs_l, addrs_r, lengths
 
 
-def bench_transfer(blocks: list[int], repeats: int) -> list[dict[str, Any]]:
+def raw_read(worker: Any, cache: Any, session: str, lists: tuple) -> float:
+    """Seconds for one `batch_transfer_sync_read` of `lists` (Mooncake alone)."""
+    cache.zero_()
+    started = time.perf_counter()
+    status = worker.engine.raw.batch_transfer_sync_read(session, *lists)
+    elapsed = time.perf_counter() - started
+    assert status == 0, status
+    return elapsed
+
+
+def connector_read(worker: Any, cache: Any, request: Any, num_blocks: int) -> float:
+    """Seconds from `add_recvs` until `get_finished` reports the request (the read path)."""
     import torch
 
+    cache.zero_()
+    started = time.perf_counter()
+    worker.add_recvs([request])
+    while True:
+        _, done = worker.get_finished()
+        if done and request.request_id in done:
+            break
+        time.sleep(0.0002)
+    elapsed = time.perf_counter() - started
+    assert not worker.get_block_ids_with_load_errors()
+    # The prefill's block landed (the pattern value is layer * num_blocks + block).
+    want = torch.tensor(float(num_blocks + request.remote.block_ids[0])).to(torch.bfloat16)
+    assert bool((cache[1, request.local_block_ids[0]] == want).all())
+    return elapsed
+
+
+def bench_transfer(blocks: list[int], repeats: int) -> list[dict[str, Any]]:
     from vllm_ascend.distributed.kv_transfer.kv_p2p.kv_params import RecvRequest, RemotePrefill
     from vllm_ascend.distributed.kv_transfer.kv_p2p.side_channel import zmq_address
 
@@ -131,37 +159,18 @@ def bench_transfer(blocks: list[int], repeats: int) -> list[dict[str, Any]]:
                 remote_ids = rng.sample(range(num_blocks), count)
                 lists = raw_lists(worker.agent, remote, local_ids, remote_ids)
 
-                def raw_read() -> float:
-                    cache.zero_()
-                    started = time.perf_counter()
-                    status = worker.engine.raw.batch_transfer_sync_read(remote.session_id, *lists)
-                    elapsed = time.perf_counter() - started
-                    assert status == 0, status
-                    return elapsed
-
-                def connector_read() -> float:
-                    cache.zero_()
-                    request_id = f"r{count}-{rep}"
-                    spec = RemotePrefill(ENGINE_ID, request_id, "127.0.0.1", port, remote_ids, 1)
-                    started = time.perf_counter()
-                    worker.add_recvs([RecvRequest(request_id, local_ids, spec)])
-                    while True:
-                        _, done = worker.get_finished()
-                        if done and request_id in done:
-                            break
-                        time.sleep(0.0002)
-                    elapsed = time.perf_counter() - started
-                    assert not worker.get_block_ids_with_load_errors()
-                    # The prefill's block landed (the pattern value is layer * n + block).
-                    want = torch.tensor(float(num_blocks + remote_ids[0])).to(torch.bfloat16)
-                    assert bool((cache[1, local_ids[0]] == want).all())
-                    return elapsed
-
                 # Alternate the order: page-cache and CPU-frequency effects hit both alike.
+                request = RecvRequest(
+                    f"r{count}-{rep}",
+                    local_ids,
+                    RemotePrefill(ENGINE_ID, "p", "127.0.0.1", port, remote_ids, 1),
+                )
                 if rep % 2:
-                    conn, raw = connector_read(), raw_read()
+                    conn = connector_read(worker, cache, request, num_blocks)
+                    raw = raw_read(worker, cache, remote.session_id, lists)
                 else:
-                    raw, conn = raw_read(), connector_read()
+                    raw = raw_read(worker, cache, remote.session_id, lists)
+                    conn = connector_read(worker, cache, request, num_blocks)
                 if rep:
                     raw_s.append(raw)
                     conn_s.append(conn)

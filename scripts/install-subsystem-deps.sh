@@ -29,8 +29,23 @@ start=$(date +%s)
 "${PIP[@]}" pyzmq msgspec transformers tokenizers
 
 # --- Mooncake (kv_p2p / ascend_store issues) -------------------------------------------------
-# A later issue adds here: `apt-get install -y libibverbs1 librdmacm1` and
-# `"${PIP[@]}" mooncake-transfer-engine-non-cuda`.
+# The non-CUDA wheel loads libibverbs/librdmacm even for TCP. Install them only when missing
+# and apt is there (CI images as root); elsewhere the import test below says what is missing.
+libs=$( (ldconfig -p || /sbin/ldconfig -p) 2>/dev/null || true)
+if ! grep -q 'libibverbs\.so\.1' <<<"$libs" || ! grep -q 'librdmacm\.so\.1' <<<"$libs"; then
+    if command -v apt-get >/dev/null 2>&1; then
+        SUDO=""
+        if [[ $(id -u) -ne 0 ]] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
+        $SUDO apt-get update -q && $SUDO apt-get install -y -q libibverbs1 librdmacm1
+    else
+        echo "install-subsystem-deps: libibverbs1/librdmacm1 missing and no apt-get" >&2
+    fi
+fi
+"${PIP[@]}" "mooncake-transfer-engine-non-cuda==0.3.13.post1"
+"$PY" -c "import mooncake.engine" || {
+    echo "install-subsystem-deps: mooncake.engine does not import (libibverbs1/librdmacm1?)" >&2
+    exit 1
+}
 # ---------------------------------------------------------------------------------------------
 
 # --- MemCache (ascend_store's MemcacheBackend) -------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any
 from harness import UNIPROC_ENV, EngineProcess
 
 PROBE = "mooncake_probe"
-OLD_MODULE_PATH = "vllm_ascend.distributed.mooncake_connector"
+OLD_MODULE_PATH = "vllm_ascend.distributed.mooncake_connector"  # vam: ignore (the 0.13 path)
 # Side-channel and transfer bounds of the test engines, seconds. Generous for two shared CPU
 # cores: a healthy read takes milliseconds; only the fault tests wait for them.
 HANDSHAKE_TIMEOUT_S = 10

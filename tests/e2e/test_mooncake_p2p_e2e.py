@@ -3,7 +3,7 @@ loopback.
 
 Engines (each started once): the session's baseline (no connector), a prefill engine
 registered by name (`MooncakeConnectorV1` through the plugin) and a decode engine configured
-through the 0.13 module path `vllm_ascend.distributed.mooncake_connector` with the `recompute`
+through the 0.13 module path (`mooncake_pd.OLD_MODULE_PATH`) with the `recompute`
 load-failure policy (module scope); the fault tests add a short-lived prefill engine they kill
 or stop, and a decode engine with the `fail` policy.
 
@@ -138,7 +138,7 @@ def test_old_module_path_works_and_warns(pd_pair: tuple[EngineProcess, EnginePro
     # requests above; the shim warned in that process.
     _, consumer = pd_pair
     log = consumer.log_tail(2_000_000)
-    assert "vllm_ascend.distributed.mooncake_connector moved to" in log
+    assert f"{OLD_MODULE_PATH} moved to" in log
     assert "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector" in log
     assert "DeprecationWarning" in log or "MovedNameWarning" in log
 
@@ -211,6 +211,29 @@ def test_malformed_side_channel_messages_are_dropped(
     assert tokens(disaggregated_generate(producer, consumer, prompt, MAX_TOKENS)) == expected
     assert delta(stats(producer), before, "worker", "malformed_dropped") == 2
     assert "dropped a malformed side-channel message" in producer.log_tail(200_000)
+
+
+def test_invalid_transfer_params_compute_locally(
+    pd_pair: tuple[EngineProcess, EngineProcess], baseline_engine: EngineProcess
+) -> None:
+    _, consumer = pd_pair
+    prompt = token_prompts(1, 80, seed=80)
+    expected = tokens(baseline_engine.generate(prompt_token_ids=prompt, max_tokens=MAX_TOKENS))
+    before = stats(consumer)
+    # A proxy bug: remote_host and remote_block_ids missing.
+    params = {
+        "do_remote_prefill": True,
+        "remote_engine_id": "x",
+        "remote_request_id": "y",
+        "remote_port": 1,
+    }
+    out = decode(consumer, prompt, [params], MAX_TOKENS)
+    assert tokens(out) == expected
+    assert out[0]["scheduled_tokens"] == len(prompt[0]) + MAX_TOKENS - 1  # all computed here
+    after = stats(consumer)
+    assert delta(after, before, "scheduler", "invalid_params") == 1
+    assert delta(after, before, "worker", "reads_failed") == 0
+    assert "ignoring invalid kv_transfer_params" in consumer.log_tail(200_000)
 
 
 # ---- S15: the prefill instance dies or stops after handing out its parameters ------------------

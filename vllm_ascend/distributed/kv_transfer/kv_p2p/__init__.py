@@ -1,11 +1,14 @@
 """Prefill/decode disaggregation over Mooncake's transfer engine.
 
 - `mooncake_connector`: `MooncakeConnector` (registered as `MooncakeConnectorV1`): the decode
-  instance reads a finished prefill's KV blocks.
+  instance reads a finished prefill's KV blocks (pull).
 - `mooncake_layerwise_connector`: `MooncakeLayerwiseConnector`: the prefill instance pushes
   each layer's KV as soon as it is computed.
 
-Shared parts: `config` (settings), `messages` and `side_channel` (the ZMQ control plane),
-`tp_mapping` (heterogeneous TP), `kv_layout` and `transfer_plan` (block addresses),
-`scheduler`/`worker` (pull mode). Nothing is imported here: each module imports vLLM or torch.
+Shared parts: `config` (settings), `kv_params` (the `kv_transfer_params` protocol),
+`messages` and `side_channel` (the ZMQ control plane), `tp_mapping` (heterogeneous TP),
+`kv_layout` and `transfer_plan` (block addresses), `threads` (daemon transfer threads).
+Pull mode: `scheduler`, `worker`, `metadata`; push mode: `layerwise_scheduler`,
+`layerwise_worker`, `layerwise_metadata`. Nothing is imported here: most modules import vLLM
+or torch.
 """

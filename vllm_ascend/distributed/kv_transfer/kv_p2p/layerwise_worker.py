@@ -212,8 +212,9 @@ class MooncakeLayerwiseWorker:
             return Ack()
         return Rejected(reason=f"unexpected {type(message).__name__}")
 
-    def _layer_index_of(self, layer_name: str) -> int:
-        return self._layer_index[layer_name]
+    def _layer_index_of(self, layer_name: str) -> int | None:
+        # A layer without its own KV cache (shared across layers) has nothing to move.
+        return self._layer_index.get(layer_name)
 
     # ---- decode side ----------------------------------------------------------------------
 
@@ -302,9 +303,9 @@ class MooncakeLayerwiseWorker:
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         """Block until `layer_name` of every load of this step arrived, failed or timed out."""
-        if not self._step_loads:
-            return
         layer = self._layer_index_of(layer_name)
+        if not self._step_loads or layer is None:
+            return
         with self._cond:
             for load in self._step_loads:
                 while not load.failed and not load.layer_complete(layer):
@@ -320,6 +321,14 @@ class MooncakeLayerwiseWorker:
     def _finish_step_loads(self) -> None:
         with self._cond:
             step, self._step_loads = self._step_loads, []
+        for load in step:
+            if load.failed and self._threads is not None:
+                # Withdraw the registration: pushes the prefill side has not started yet are
+                # dropped (a write already in flight cannot be recalled).
+                spec = load.spec
+                cancel = LoadSpec(spec.request_id, spec.transfer_id, spec.remote, [], 0)
+                self._threads.submit(self._send_push_requests, cancel)
+        with self._cond:
             for load in step:
                 self._loads.pop(load.spec.transfer_id, None)
                 blocks = len(load.spec.block_ids)
@@ -357,6 +366,8 @@ class MooncakeLayerwiseWorker:
             return
         assert self._threads is not None and self.device is not None
         layer = self._layer_index_of(layer_name)
+        if layer is None:
+            return
         # The layer's KV is written by work queued on the device: push after it completes.
         ready = self.device.record_event()
         for spec in self._step_saves:

@@ -221,8 +221,13 @@ class SideChannelClient:
         return reply
 
     def close(self) -> None:
-        with self._lock:
-            self._discard()
+        """Close the socket, unless a call is using it (it closes with the process then):
+        shutdown must not wait for a call to a dead peer to time out."""
+        if self._lock.acquire(blocking=False):
+            try:
+                self._discard()
+            finally:
+                self._lock.release()
 
     def _connected(self) -> zmq.Socket[bytes]:
         if self._socket is None:
