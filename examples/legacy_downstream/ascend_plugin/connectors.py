@@ -1,7 +1,6 @@
 """Registers this site's KV connectors with vLLM, next to the vllm-ascend ones."""
 
 from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
-
 from vllm_ascend.distributed import register_connector
 from vllm_ascend.distributed.cpu_offload_manager.metadata import MetadataServer, MetadataServerProc
 from vllm_ascend.distributed.kvpool.backend.backend import Backend
@@ -28,8 +27,12 @@ def register_site_connectors() -> None:
 
 
 def start_offload_metadata_server(vllm_config) -> MetadataServerProc:
-    """The CPU-offload metadata server runs next to the scheduler (see MetadataServer)."""
+    """The CPU-offload metadata server runs next to the scheduler."""
     return MetadataServerProc(vllm_config)
+
+
+def offload_server_class() -> type[MetadataServer]:
+    return MetadataServer
 
 
 class ObjectStoreBackend(Backend):
