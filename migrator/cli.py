@@ -23,6 +23,17 @@ from migrator.runner import Job, default_jobs, run
 from rules import Pack, RulesError, bundled, is_dotted, load_pack
 
 
+class _Main(click.Group):
+    """The command group; Ctrl-C ends a command with the shell's 130, not a findings exit."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("vam: interrupted", err=True)
+            ctx.exit(130)
+
+
 class UsageFailure(click.ClickException):
     """A user mistake: one line on stderr, exit code 2."""
 
@@ -32,7 +43,7 @@ class UsageFailure(click.ClickException):
         click.echo(f"vam: error: {self.format_message()}", err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="vam")
 def main() -> None:
     """Migrate references to moved Python modules: imports, mock.patch strings, configs, docs.
@@ -48,7 +59,7 @@ def main() -> None:
 
 # -- shared plumbing -------------------------------------------------------------------------
 
-_PATHS = click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+_PATHS = click.argument("paths", nargs=-1, type=click.Path())
 _RULES = click.option(
     "--rules",
     "rules_name",
@@ -59,13 +70,15 @@ _RULES = click.option(
 
 
 def _setup(
-    paths: tuple[Path, ...],
+    paths: tuple[str, ...],
     rules_name: str | None,
     from_version: str | None,
     to_version: str | None,
 ) -> tuple[list[Path], Config, Pack, Resolver]:
     """Configuration, table and resolver for a run; user mistakes become exit 2."""
-    targets = list(paths) or [Path(".")]
+    if any(not p for p in paths):
+        raise UsageFailure("empty path given")
+    targets = [Path(p) for p in paths] or [Path(".")]
     for target in targets:
         if not target.exists():
             raise UsageFailure(f"no such file or directory: {target}")
@@ -77,6 +90,12 @@ def _setup(
         )
     except (ConfigError, RulesError) as exc:
         raise UsageFailure(str(exc)) from None
+    if not resolver.steps:
+        window = f"after {from_version or config.from_version or 'the start'} and up to " \
+                 f"{to_version or config.to_version or 'the end'}"
+        steps = ", ".join(s.version for s in pack.steps)
+        click.echo(f"vam: warning: no step of the {pack.name} table lies {window} "
+                   f"(steps: {steps}); nothing to migrate", err=True)
     return targets, config, pack, resolver
 
 
@@ -146,7 +165,7 @@ def _display_encoding(result: FileResult, old: bytes) -> str:
 @click.option("--no-comments", is_flag=True, help="Leave comments and docstrings alone.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only diffs and problems, no summary.")
 def migrate(
-    paths: tuple[Path, ...],
+    paths: tuple[str, ...],
     rules_name: str | None,
     from_version: str | None,
     to_version: str | None,
@@ -234,7 +253,7 @@ def migrate(
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Skip matching files (repeatable).")
 @click.option("--no-comments", is_flag=True, help="Ignore comments and docstrings.")
 def check(
-    paths: tuple[Path, ...],
+    paths: tuple[str, ...],
     rules_name: str | None,
     from_version: str | None,
     to_version: str | None,
@@ -253,7 +272,7 @@ def check(
               module that lost names, a moved name reached through a local alias)
       VAM003  reference to a name removed with no replacement
       VAM901  Python file that does not parse     VAM902  file that cannot be read
-      VAM903  file that cannot be written
+      VAM903  file that cannot be written         VAM999  a bug in vam (please report)
 
     Exit status: 0 clean, 1 findings, 2 usage or configuration error.
     """
@@ -270,14 +289,13 @@ def check(
     )
     findings = [f for result in _execute(sources, job, jobs) for f in result.findings]
     sys.stdout.write(render(findings, fmt))
-    if fmt == "text":
-        fixable = sum(f.fixable for f in findings)
-        if findings:
-            click.echo(
-                f"Found {len(findings)} stale reference(s) in {len({f.path for f in findings})} "
-                f"file(s); {fixable} fixable with `vam migrate`.",
-                err=True,
-            )
+    if fmt == "text" and findings:
+        # A file that does not parse is not rewritten: its references are not fixable (yet).
+        failed = {f.path for f in findings if f.code.startswith("VAM9")}
+        fixable = sum(f.fixable and f.path not in failed for f in findings)
+        files = len({f.path for f in findings})
+        click.echo(f"Found {len(findings)} stale reference(s) in {files} file(s); "
+                   f"{fixable} fixable with `vam migrate`.", err=True)
     if findings:
         sys.exit(1)
 

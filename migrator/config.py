@@ -70,13 +70,16 @@ def load_config(start: Path) -> Config:
         raise ConfigError(
             f"{path}: [tool.vam] unknown key {unknown[0]!r} (valid: {', '.join(KEYS)})"
         )
-    line_length = section.get("line-length", _ruff_line_length(path, tool))
+    if "line-length" in section:
+        line_length, where = section["line-length"], f"{path}: [tool.vam] line-length"
+    else:
+        line_length, where = _ruff_line_length(path, tool)
     return Config(
         rules=_typed(section, "rules", str, path, "vllm_ascend"),
         from_version=_typed(section, "from", str, path, None),
         to_version=_typed(section, "to", str, path, None),
         exclude=tuple(_string_list(section, "exclude", path)),
-        line_length=_line_length(line_length, path),
+        line_length=_line_length(line_length, where),
         text_files=tuple(_string_list(section, "text-files", path)) or DEFAULT_TEXT_GLOBS,
         comments=_typed(section, "comments", bool, path, True),
         source=path,
@@ -92,26 +95,27 @@ def _read(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
 
 
-def _ruff_line_length(path: Path, tool: Any) -> Any:
+def _ruff_line_length(path: Path, tool: Any) -> tuple[Any, str]:
+    """ruff's or black's line length for the project, and where it was found."""
     for name in (".ruff.toml", "ruff.toml"):
         ruff_file = path.parent / name
         if ruff_file.is_file():
             value = _read(ruff_file).get("line-length")
             if value is not None:
-                return value
+                return value, f"{ruff_file}: line-length"
     if isinstance(tool, dict):
         for section in ("ruff", "black"):
             table = tool.get(section)
             if isinstance(table, dict) and table.get("line-length") is not None:
-                return table["line-length"]
-    return None
+                return table["line-length"], f"{path}: [tool.{section}] line-length"
+    return None, ""
 
 
-def _line_length(value: Any, path: Path) -> int | None:
+def _line_length(value: Any, where: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 20:
-        raise ConfigError(f"{path}: line-length must be an integer >= 20, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where} must be a positive integer, got {value!r}")
     return value
 
 

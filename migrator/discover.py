@@ -2,8 +2,9 @@
 
 Directories are walked top-down: `.gitignore` files (through pathspec), `--exclude` globs,
 version-control and cache folders, virtual environments (any folder with `pyvenv.cfg`) and
-build folders are skipped; symlinks are never followed. A file named on the command line
-is always looked at.
+build folders are skipped; symlinks met during the walk are never followed. A file named on
+the command line is looked at unless an `exclude` glob matches it (pre-commit passes every
+file by name).
 """
 
 from __future__ import annotations
@@ -107,8 +108,12 @@ def iter_files(
     for given in paths:
         if not given.exists() and not given.is_symlink():
             raise FileNotFoundError(str(given))
+        if str(given) == "":
+            raise FileNotFoundError("''")
         if given.is_symlink():
-            continue
+            # Named on the command line: follow it (writes then replace the target, not the
+            # link). Symlinks met during a walk are never followed.
+            given = Path(os.path.realpath(given))
         # The walk follows no symlink, so below the resolved root every path is real:
         # one realpath per root identifies files given twice (`.` and `./src`).
         real = os.path.realpath(given)
@@ -119,9 +124,16 @@ def iter_files(
                     seen.add(key)
                     path = Path(full)
                     yield SourceFile(path, given, kind_of(path))
-        elif given.is_file() and real not in seen:
+        elif given.is_file() and real not in seen and not _excluded_file(given, excluded):
             seen.add(real)
             yield SourceFile(given, given.parent, kind_of(given))
+
+
+def _excluded_file(path: Path, excluded: re.Pattern[str] | None) -> bool:
+    """An `exclude` glob matches a file named on the command line (as pre-commit names
+    them), or one of the folders on its path, as it would have during a walk."""
+    parts = Path(os.path.normpath(path)).parts
+    return any(_hit(excluded, part, "/".join(parts[: i + 1])) for i, part in enumerate(parts))
 
 
 def _glob_regex(patterns: Iterable[str]) -> re.Pattern[str] | None:

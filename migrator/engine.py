@@ -87,6 +87,8 @@ class Engine:
             part in self.resolver.packages for part in source.path.parts
         ):
             return False
+        if b"\x00" in data:
+            return False  # a binary file, whatever its name says
         return self._trigger.search(data) is not None
 
     # -- Python ----------------------------------------------------------------------------
@@ -102,15 +104,14 @@ class Engine:
         result.parsed = True
         try:
             new_text, findings = self.transform_python(text, package)
-        except SyntaxError as exc:
-            line, col = exc.lineno or 0, exc.offset or 0
-            self._fail(
-                result,
-                F.SYNTAX_ERROR,
-                f"cannot parse: {exc.msg} (line {line}, column {col})",
-                line,
-                col,
-            )
+        except (SyntaxError, RecursionError, MemoryError) as exc:
+            if isinstance(exc, SyntaxError):
+                line, col = exc.lineno or 0, exc.offset or 0
+                reason = f"{exc.msg} (line {line}, column {col})"
+            else:  # CPython's parser gives up on very deep nesting
+                line = col = 0
+                reason = f"too deeply nested for the parser ({type(exc).__name__})"
+            self._fail(result, F.SYNTAX_ERROR, f"cannot parse: {reason}", line, col)
             if self.options.report_only:
                 result.findings.extend(self._text_findings(text)[1])
             return result

@@ -14,6 +14,7 @@ REMOVED = "VAM003"
 SYNTAX_ERROR = "VAM901"
 UNREADABLE = "VAM902"
 UNWRITABLE = "VAM903"
+INTERNAL_ERROR = "VAM999"
 
 CODE_TITLES = {
     MOVED: "reference to a moved name",
@@ -22,6 +23,7 @@ CODE_TITLES = {
     SYNTAX_ERROR: "Python file that does not parse",
     UNREADABLE: "file that cannot be read or decoded",
     UNWRITABLE: "file that cannot be written",
+    INTERNAL_ERROR: "file vam failed on (a bug: please report it)",
 }
 
 

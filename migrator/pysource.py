@@ -232,7 +232,8 @@ class _Run:
         self.style = style
         self.edits: list[_Edit] = []
         self.findings: list[F.Finding] = []
-        self.needed_imports: dict[str, str] = {}
+        # (new module, old module) -> chain edits that need `import new.module` to work.
+        self.needed_imports: dict[tuple[str, str], list[tuple[_Edit, F.Finding]]] = {}
         self.import_lines: set[int] = set()
         nl = _NEWLINE.search(smap.text)
         self.newline = nl.group() if nl else "\n"
@@ -327,12 +328,14 @@ class _Run:
         transformer = ImportTransformer(ctx)
         new_module = module.visit(transformer)
         self.findings.extend(self._at(f, start) for f in transformer.findings)
-        new = new_module.code[: -len(self.newline)]
+        # The segment never ends in a newline; libcst may or may not keep the one added
+        # (it drops a lone CR at the end of a module).
+        new = new_module.code.rstrip("\r\n")
         if new == segment:
             return
         if len(new_module.body) > 1 and indent is None:
             new = "; ".join(cst.Module(body=[s]).code.rstrip("\r\n") for s in new_module.body)
-        elif len(new_module.body) > 1 or "\n" not in segment and "\r" not in segment:
+        elif len(new_module.body) > 1 or transformer.wrapped or not _NEWLINE.search(segment):
             # Lines this rewrite created sit at the statement's own indentation.
             new = new.replace(self.newline, self.newline + (indent or ""))
         self.edits.append(_Edit(start, end, new))
@@ -358,7 +361,7 @@ class _Run:
                     self._at(
                         F.needs_human(
                             "attribute",
-                            f"'{name}' is spread over several lines; it moved to "
+                            f"'{name}' is written with spaces or over several lines; it moved to "
                             f"'{resolution.new}' ({F.steps_of(resolution)})",
                             old=name,
                         ),
@@ -366,11 +369,16 @@ class _Run:
                     )
                 )
                 continue
-            self.findings.append(self._at(F.moved("attribute", resolution), start))
-            self.edits.append(_Edit(start, end, resolution.new))
-            for hit in resolution.hits:
-                if hit.kind == "symbol":
-                    self.needed_imports[hit.new.rpartition(".")[0]] = hit.old.rpartition(".")[0]
+            finding = self._at(F.moved("attribute", resolution), start)
+            edit = _Edit(start, end, resolution.new)
+            symbols = [hit for hit in resolution.hits if hit.kind == "symbol"]
+            if not symbols:
+                self.findings.append(finding)
+                self.edits.append(edit)
+            for hit in symbols[:1]:
+                # Held back until `add_imports` knows the new module can be imported here.
+                key = (hit.new.rpartition(".")[0], hit.old.rpartition(".")[0])
+                self.needed_imports.setdefault(key, []).append((edit, finding))
 
     def _alias_chain(self, start: int, name: str, head: str) -> None:
         """`m.moved_name` where `m` is bound to an unmoved module whose names moved."""
@@ -393,7 +401,14 @@ class _Run:
             )
 
     def add_imports(self, tree: ast.Module) -> None:
-        """`import new.module` after `import old.module` for symbols now reached by chains."""
+        """Commit the chains that reach moved symbols, adding `import new.module` after the
+        `import old.module` that made the old chain work.
+
+        The new import goes on its own line at the holder's indentation, so it is exactly as
+        conditional as the old one. A holder that shares its line with other code (`try:
+        import m`, `if c: import m`, `import m; x = 1`, a backslash continuation) leaves no
+        safe place: those chains are reported for a human instead of breaking the file.
+        """
         present = set()
         holders: dict[str, ast.Import] = {}
         for node in ast.walk(tree):
@@ -402,14 +417,30 @@ class _Run:
                     if alias.asname is None:
                         present.add(alias.name)
                         holders.setdefault(alias.name, node)
-        for new, old in self.needed_imports.items():
+        for (new, old), chains in self.needed_imports.items():
             holder = holders.get(old)
             if new in present or holder is None:
+                self._commit(chains)
                 continue
-            _, end = self.smap.span(holder)
+            start, end = self.smap.span(holder)
             line_end = self.smap.line_end(end)
-            indent = self.smap.indentation(self.smap.span(holder)[0]) or ""
+            indent = self.smap.indentation(start)
+            rest = _REST_IS_COMMENT.match(self.smap.text, end)
+            if indent is None or rest is None or rest.end() != line_end:
+                for _, finding in chains:
+                    self.findings.append(F.Finding(
+                        "", finding.line, finding.col, F.NEEDS_HUMAN, "attribute",
+                        f"{finding.message}; it needs `import {new}` next to `import {old}` "
+                        f"(line {self.smap.position(start)[0]}), which shares its line with "
+                        "other code", finding.old, finding.new, finding.step))
+                continue
+            self._commit(chains)
             self.edits.append(_Edit(line_end, line_end, f"{self.newline}{indent}import {new}"))
+
+    def _commit(self, chains: list[tuple[_Edit, F.Finding]]) -> None:
+        for edit, finding in chains:
+            self.edits.append(edit)
+            self.findings.append(finding)
 
     # -- strings ---------------------------------------------------------------------------
 
@@ -512,12 +543,13 @@ class _Run:
     def comments(self, lines: set[int], sites: _Sites) -> None:
         if not self.options.comments:
             return
-        spans = [self.smap.span(n) for n in (*sites.strings, *sites.fstrings)]
+        wanted = lines - self.import_lines
+        spans = self._string_spans_by_line(sites, wanted)
         ctx = ImportContext(self.resolver, self.options.package, comments=False)
-        for number in sorted(lines - self.import_lines):
+        for number in sorted(wanted):
             line_start = self.smap.starts[number - 1]
             line = self.smap.line(number)
-            hash_at = _comment_start(line, line_start, spans)
+            hash_at = _comment_start(line, line_start, spans.get(number, []))
             if hash_at is None or number in self.ignored:
                 continue
             start = line_start + hash_at
@@ -532,6 +564,20 @@ class _Run:
             else:
                 new = (self.newline + indent).join(new_lines)
             self.edits.append(_Edit(start, end, new))
+
+
+    def _string_spans_by_line(
+        self, sites: _Sites, wanted: set[int]
+    ) -> dict[int, list[tuple[int, int]]]:
+        """Spans of the string literals that touch each wanted line (so `#` in them is no
+        comment), indexed by line: one pass, however many strings and comments a file has."""
+        by_line: dict[int, list[tuple[int, int]]] = {}
+        for node in (*sites.strings, *sites.fstrings):
+            span = self.smap.span(node)
+            for number in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+                if number in wanted:
+                    by_line.setdefault(number, []).append(span)
+        return by_line
 
 
 def _comment_start(line: str, line_start: int, spans: list[tuple[int, int]]) -> int | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
+import urllib.parse
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
@@ -44,11 +46,18 @@ def _as_dict(finding: F.Finding) -> dict[str, object]:
     }
 
 
+def _github_escape(text: str, prop: bool = False) -> str:
+    """Workflow-command escaping: data escapes %, CR, LF; properties also `:` and `,`."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
 def _github(finding: F.Finding) -> str:
     level = "error" if finding.code != F.NEEDS_HUMAN else "warning"
-    message = finding.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    message = _github_escape(finding.message)
     return (
-        f"::{level} title=vam ({finding.code}),file={finding.path},line={max(finding.line, 1)},"
+        f"::{level} title=vam ({finding.code}),file={_github_escape(finding.path, prop=True)},"
+        f"line={max(finding.line, 1)},"
         f"col={max(finding.col, 1)}::{finding.code} {message}"
     )
 
@@ -79,7 +88,7 @@ def _sarif(findings: Sequence[F.Finding]) -> dict[str, object]:
                         "locations": [
                             {
                                 "physicalLocation": {
-                                    "artifactLocation": {"uri": f.path.replace("\\", "/")},
+                                    "artifactLocation": {"uri": _uri(f.path)},
                                     "region": {
                                         "startLine": max(f.line, 1),
                                         "startColumn": max(f.col, 1),
@@ -96,14 +105,32 @@ def _sarif(findings: Sequence[F.Finding]) -> dict[str, object]:
 
 
 def unified_diff(path: str, old: bytes, new: bytes, encoding: str = "utf-8") -> str:
-    """A unified diff of two versions of a file (bytes decoded leniently for display)."""
-    before = old.decode(encoding, errors="replace").splitlines(keepends=True)
-    after = new.decode(encoding, errors="replace").splitlines(keepends=True)
-    lines = difflib.unified_diff(before, after, fromfile=f"a/{path}", tofile=f"b/{path}")
-    return "".join(
-        line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n"
-        for line in lines
-    )
+    """A unified diff of two versions of a file, as `patch -p1` and `git apply` read it.
+
+    Bytes are decoded leniently for display; a BOM stays part of the first line (so the hunk
+    matches the file). Lines split at CR, LF or CRLF only, and every diff line ends in LF.
+    """
+    codec = "utf-8" if encoding == "utf-8-sig" else encoding
+    before = _lines(old.decode(codec, errors="replace"))
+    after = _lines(new.decode(codec, errors="replace"))
+    out = []
+    for line in difflib.unified_diff(before, after, fromfile=f"a/{path}", tofile=f"b/{path}"):
+        if line.endswith("\n"):
+            out.append(line)
+        elif line.endswith("\r"):
+            out.append(line + "\n")
+        else:
+            out.append(line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def _lines(text: str) -> list[str]:
+    return [m.group() for m in re.finditer(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", text)]
+
+
+def _uri(path: str) -> str:
+    """A SARIF artifact URI: a relative reference, percent-encoded (`#`, `%`, spaces)."""
+    return urllib.parse.quote(path.replace("\\", "/"), safe="/")
 
 
 def kind_counts(findings: Iterable[F.Finding]) -> Counter[str]:

@@ -137,7 +137,7 @@ def _defines(tree: Path, dotted: str) -> bool:
         return False
     try:
         body = ast.parse(path.read_bytes()).body
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return name in _bound_names(body)
 

@@ -49,7 +49,13 @@ def _init(job: Job) -> None:
 
 def _work(source: SourceFile) -> FileResult:
     assert _engine is not None and _job is not None
-    result = _engine.process(source)
+    try:
+        result = _engine.process(source)
+    except Exception as exc:  # a bug in vam must not stop the run or touch the file
+        result = FileResult(str(source.path), failed=True)
+        result.findings.append(F.failure(
+            F.INTERNAL_ERROR, f"internal error ({type(exc).__name__}: {exc}); file left "
+            "untouched - please report this with the file"))
     if result.new is not None and _job.write:
         try:
             atomic_write(source.path, result.new)

@@ -8,6 +8,8 @@ rendered byte for byte. The transformer runs on one statement at a time: the loc
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
@@ -36,6 +38,8 @@ class ImportTransformer(cst.CSTTransformer):
         self.findings: list[F.Finding] = []
         # Comments inside a statement that is split, by the id of the new statement they follow.
         self._inner_comments: dict[int, list[str]] = {}
+        # Whether a statement was wrapped: its continuation lines are new, at the block's indent.
+        self.wrapped = False
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
@@ -204,21 +208,30 @@ class ImportTransformer(cst.CSTTransformer):
         )
 
     def _too_long(self, line: cst.SimpleStatementLine) -> bool:
-        """True if the one-line statement `line` exceeds the configured line length."""
+        """True if a line of `line` exceeds the configured line length (the first line sits
+        at the block's indentation; continuation lines carry their own)."""
         if self.ctx.line_length is None:
             return False
-        code = cst.Module(body=[line]).code.rstrip("\r\n")
-        return "\n" not in code and self.ctx.indent + len(code) > self.ctx.line_length
+        lines = _NEWLINE.split(cst.Module(body=[line]).code.rstrip("\r\n"))
+        widths = [self.ctx.indent + len(lines[0]), *(len(rest) for rest in lines[1:])]
+        return max(widths) > self.ctx.line_length
 
     def _wrap_if_long(self, line: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+        """Wrap (or re-flow) a from-import that the rewrite made too long, in the file's
+        style. A statement with comments between its names is left as it is: re-flowing it
+        would have to move them."""
         limit = self.ctx.line_length
         if limit is None or len(line.body) != 1 or not isinstance(line.body[0], cst.ImportFrom):
             return line
-        if not self._too_long(line):
+        if not self._too_long(line) or _comments_in(line.body[0]):
             return line
+        self.wrapped = True
         return line.with_changes(
             body=[wrap_from_import(line.body[0], self.ctx.style, self.ctx.indent, limit)]
         )
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 def _join_comment(lines: list[str]) -> list[str]:

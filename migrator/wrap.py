@@ -31,6 +31,9 @@ def wrap_from_import(
     if style is ImportStyle.HANGING:
         return _filled(node, names, first_column=None, cont=4, width=width)
     opening = len(_code(node.with_changes(names=[names[0]]))) - len(_code(names[0])) + 1
+    if opening + max(len(_code(n)) for n in names) + 1 > width:
+        # Aligned under a long module path, the names would not fit: hang them instead.
+        return _filled(node, names, first_column=None, cont=4, width=width)
     return _filled(node, names, first_column=opening, cont=opening, width=width)
 
 

@@ -323,8 +323,10 @@ def validate(pack: Pack) -> None:
 
     Per step: an `old` listed twice (duplicate) or with two targets (conflicting); an `old`
     that is also some rule's `new`; a `new` that a module move of the same step would
-    rewrite again; a cycle of moves; a symbol whose module is itself moved; a stay-put name
-    that a rule would rewrite. Across steps: versions strictly increasing.
+    rewrite again; a cycle of moves; a symbol whose module is itself moved; a symbol with no
+    module (`old = "pkg"`); an `old` outside the pack's `packages` (it would never be found);
+    a stay-put name that a rule would rewrite; a removal version not after the step. Across
+    steps: versions strictly increasing.
 
     Raises:
         RulesError: naming the first entry at fault.
@@ -337,6 +339,17 @@ def validate(pack: Pack) -> None:
                 "(steps are ordered by version)"
             )
         previous = step.version
+        if step.removal is not None and version_key(step.removal) <= version_key(step.version):
+            raise RulesError(
+                f"{pack.source}: step {step.version}: removal {step.removal} must come after "
+                "the step's own version"
+            )
+        for old, rule in step.olds():
+            if old.partition(".")[0] not in pack.packages:
+                raise RulesError(
+                    f"{rule.where}: old {old!r} is outside the pack's packages "
+                    f"({', '.join(pack.packages)}): references to it would never be found"
+                )
         _validate_step(step)
 
 
@@ -352,6 +365,10 @@ def _validate_step(step: Step) -> None:
             first_at = first.where.split(": ", 1)[-1]  # same file: name the entry only
             raise RulesError(f"{rule.where}: {what} old {old!r} (first at {first_at})")
         seen[old] = rule
+        if isinstance(rule, SymbolMove) and "." not in old:
+            raise RulesError(f"{rule.where}: a symbol move needs `module.name`, got {old!r}")
+        if isinstance(rule, SymbolMove) and "." not in rule.new:
+            raise RulesError(f"{rule.where}: a symbol move needs `module.name`, got {rule.new!r}")
         if isinstance(rule, (ModuleMove, SymbolMove)) and rule.new == old:
             raise RulesError(f"{rule.where}: old and new are the same")
 

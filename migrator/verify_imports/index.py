@@ -102,10 +102,11 @@ def index_source(source: bytes, filename: str = "<unknown>") -> ModuleInfo:
     info = ModuleInfo()
     try:
         tree = ast.parse(source, filename=filename)
-    except (SyntaxError, ValueError) as exc:  # ValueError: null bytes in the source
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        # ValueError: null bytes; RecursionError/MemoryError: nesting too deep for the parser.
         line = getattr(exc, "lineno", None) or 1
         col = getattr(exc, "offset", None) or 1
-        message = getattr(exc, "msg", None) or str(exc)
+        message = getattr(exc, "msg", None) or str(exc) or type(exc).__name__
         info.syntax_error = (line, col, message)
         return info
     # A cheap textual test first: only modules that mention these can add names at run time.

@@ -178,3 +178,33 @@ def test_nothing_is_wrapped_without_a_configured_line_length(tmp_path: Path) -> 
     path.write_text(LONG)
     assert vam("migrate", str(tmp_path)).returncode == 0
     assert path.read_text() == LONG.replace("cpu_offload_manager", "kv_transfer.kv_pool.cpu_offload")
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_every_line_ending_survives_a_rewrite_and_a_split(tmp_path: Path, newline: str) -> None:
+    lines = ["import os", "from vllm_ascend.distributed import parallel_state, communicator",
+             f"import {OLD}", "x = 1"]
+    path = tmp_path / "mod.py"
+    path.write_bytes(newline.join(lines).encode() + newline.encode())
+    assert vam("migrate", str(path)).returncode == 0
+    assert path.read_bytes() == newline.join([
+        "import os", "from vllm_ascend.distributed import parallel_state",
+        "from vllm_ascend.distributed.device_communicators import npu_communicator as communicator",
+        f"import {NEW}", "x = 1"]).encode() + newline.encode()
+
+
+def test_a_wrapped_import_that_grows_is_reflowed_and_falls_back_to_a_hanging_indent(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 100\n")
+    path = tmp_path / "mod.py"
+    path.write_text(
+        "if True:\n"
+        "    from vllm_ascend.distributed.kvpool.config_data import (AscendConnectorMetadata, LoadSpec,\n"
+        "                                                             ReqMeta)\n")
+    assert vam("migrate", str(tmp_path)).returncode == 0
+    # Aligned under the longer module path the names would pass column 100: they hang.
+    assert path.read_text() == (
+        "if True:\n"
+        "    from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.config_data import (\n"
+        "        AscendConnectorMetadata, LoadSpec, ReqMeta)\n")

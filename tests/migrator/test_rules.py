@@ -84,6 +84,7 @@ def table(body: str, head: str = '[pack]\nname = "t"\n\n[[step]]\nversion = "1.0
     ('[[step.module]]\nold = "a.b"\nnew = "a.c"\n[step.stay]\nnames = ["a.b.keep"]\n',
      "stay-put name 'a.b.keep' would be rewritten"),
     ('[[step.removed]]\nold = "a.b"\n', "removed[0] (a.b): `hint` must be a non-empty string"),
+    ('[[step.symbol]]\nold = "a"\nnew = "b.c"\n', "a symbol move needs `module.name`, got 'a'"),
 ])
 def test_validation_names_the_entry(tmp_path: Path, body: str, message: str) -> None:
     path = tmp_path / "t.toml"
@@ -95,6 +96,19 @@ def test_validation_names_the_entry(tmp_path: Path, body: str, message: str) -> 
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_an_old_outside_the_packages_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text(table('[[step.module]]\nold = "other.b"\nnew = "a.c"\n',
+                          head='[pack]\nname = "t"\npackages = ["a"]\n\n[[step]]\nversion = "1.0"\n'))
+    with pytest.raises(rules.RulesError, match="old 'other.b' is outside the pack's packages"):
+        rules.load(path)
+def test_removal_must_come_after_the_step(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text('[pack]\nname = "t"\n[[step]]\nversion = "2.0"\nremoval = "1.0"\n')
+    with pytest.raises(rules.RulesError, match="removal 1.0 must come after"):
+        rules.load(path)
 
 
 def test_steps_must_be_ordered(tmp_path: Path) -> None:
