@@ -317,7 +317,7 @@ def explain(name: str, rules_name: str | None) -> None:
     Exit status: 0 the name moved, was removed or stays put; 1 the table does not know it.
     """
     pack = _load(rules_name)
-    dotted = name.strip().rstrip("/").removesuffix(".py").replace("/", ".")
+    dotted = _as_dotted(name, pack.packages)
     if not is_dotted(dotted):
         raise UsageFailure(f"not a dotted name or module path: {name!r}")
     lines = explain_name(pack, dotted)
@@ -328,6 +328,31 @@ def explain(name: str, rules_name: str | None) -> None:
         )
         sys.exit(1)
     click.echo("\n".join(lines))
+
+
+def _tree_root(tree: Path, packages: tuple[str, ...]) -> Path:
+    """The folder that holds the packages: `tree` itself, or its parent when `tree` is the
+    package folder (`.../vllm_ascend`)."""
+    if not any((tree / package).is_dir() for package in packages) and tree.name in packages:
+        return tree.parent
+    return tree
+
+
+def _as_dotted(name: str, packages: tuple[str, ...]) -> str:
+    """`pkg.mod.obj` from the spellings users paste: a dotted name, `pkg.mod:obj`, or a file
+    path (`./pkg/mod.py`, `/.../site-packages/pkg/sub/__init__.py`, `pkg/sub/`)."""
+    text = name.strip().replace(":", ".")
+    if "/" not in text and "\\" not in text:
+        return text
+    parts = [p for p in text.replace("\\", "/").split("/") if p and p != "."]
+    starts = [i for i, part in enumerate(parts) if part in packages]
+    if starts:
+        parts = parts[starts[0] :]
+    if parts and parts[-1].endswith((".py", ".pyi")):
+        parts[-1] = parts[-1].rsplit(".", 1)[0]
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
 
 
 def _load(rules_name: str | None) -> Pack:
@@ -395,7 +420,8 @@ def rules_validate(
             step = pack.step(step_version) if step_version else pack.steps[-1]
         except RulesError as exc:
             raise UsageFailure(str(exc)) from None
-        errors = check_against(step, against[0], against[1])
+        old_tree, new_tree = (_tree_root(tree, pack.packages) for tree in against)
+        errors = check_against(step, old_tree, new_tree)
         if errors:
             raise UsageFailure(
                 errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")

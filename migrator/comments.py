@@ -1,4 +1,5 @@
-"""Comments: commented-out imports follow the import rules, other comments are text."""
+"""Comments and doctests: an import statement written in one (`# from m import x`,
+`>>> import m`) follows the import rules; any other comment is text."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def rewrite_comment(value: str, ctx: ImportContext) -> tuple[list[str] | None, l
     """
     match = _COMMENTED_IMPORT.match(value)
     if match:
-        result = _rewrite_commented_import(match.group(1), match.group(2), ctx)
+        result = rewrite_import_line(match.group(1), match.group(2), ctx)
         if result is not None:
             return result
     new, edits = T.rewrite(value, ctx.resolver)
@@ -27,9 +28,14 @@ def rewrite_comment(value: str, ctx: ImportContext) -> tuple[list[str] | None, l
     return (None if new == value else [new]), findings
 
 
-def _rewrite_commented_import(
-    lead: str, code: str, ctx: ImportContext
+def rewrite_import_line(
+    lead: str, code: str, ctx: ImportContext, kind: str = "comment"
 ) -> tuple[list[str] | None, list[F.Finding]] | None:
+    """Re-plan one import statement written after `lead` (`# `, `>>> `) in text.
+
+    Returns the new lines (each with `lead`; None when nothing changes) and the findings,
+    or None when `code` is not a single import statement.
+    """
     import libcst as cst  # only comments that look like imports pay for libcst
 
     from migrator.transformer import ImportTransformer
@@ -45,7 +51,7 @@ def _rewrite_commented_import(
     sub = ImportTransformer(ImportContext(ctx.resolver, ctx.package, comments=False))
     new = cst.Module(body=[statement]).visit(sub)
     findings = [
-        F.Finding("", 0, 0, f.code, "comment", f.message, f.old, f.new, f.step)
+        F.Finding("", 0, 0, f.code, kind, f.message, f.old, f.new, f.step)
         for f in sub.findings
     ]
     if not any(f.fixable for f in findings):

@@ -34,11 +34,13 @@ SKIPPED_DIRS = frozenset(
         ".pytest_cache",
         ".hypothesis",
         ".eggs",
-        "build",
-        "dist",
         "site-packages",
     }
 )
+# Build output of a Python project: skipped where they sit next to its pyproject.toml,
+# setup.py or setup.cfg, unless they are packages themselves.
+BUILD_DIRS = frozenset({"build", "dist"})
+_PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
 
 DEFAULT_TEXT_GLOBS = (
     "*.py",
@@ -71,6 +73,17 @@ DEFAULT_TEXT_GLOBS = (
     "*.jinja",
     "*.tpl",
     "*.properties",
+    "*.pyx",
+    "*.pxd",
+    "*.html",
+    "*.xml",
+    "*.tf",
+    "*.bat",
+    "*.ps1",
+    "*.in",
+    "*.service",
+    "Jenkinsfile",
+    "README",
 )
 
 
@@ -188,11 +201,19 @@ def _skip_folder(
 ) -> bool:
     return (
         entry.name in SKIPPED_DIRS
+        or (entry.name in BUILD_DIRS and _build_output(entry.path))
         or entry.name.endswith(".egg-info")
         or os.path.exists(os.path.join(entry.path, "pyvenv.cfg"))
         or _hit(excluded, entry.name, rel)
         or _ignored(rel + "/", specs)
     )
+
+
+def _build_output(folder: str) -> bool:
+    parent = os.path.dirname(folder)
+    if os.path.exists(os.path.join(folder, "__init__.py")):
+        return False
+    return any(os.path.exists(os.path.join(parent, name)) for name in _PROJECT_FILES)
 
 
 def _within(rel_dir: str, base: str) -> bool:

@@ -8,7 +8,6 @@ the original encoding. Nothing here touches the disk except reading the file.
 from __future__ import annotations
 
 import io
-import json
 import re
 import tokenize
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from dataclasses import dataclass, field
 from migrator import findings as F
 from migrator import text as T
 from migrator.discover import SourceFile, package_of
+from migrator.documents import rewrite_markdown, rewrite_notebook
 from migrator.pysource import PythonOptions, PythonRewriter
 from migrator.resolver import Resolver
 
@@ -65,7 +65,7 @@ class Engine:
             return self._python(source, data, result)
         if source.kind == "notebook":
             return self._notebook(data, result)
-        return self._text(data, result)
+        return self._text(source, data, result)
 
     def screen(self, source: SourceFile) -> bool:
         """Whether `source` needs processing: it may refer to a moved name (or is unreadable,
@@ -136,58 +136,23 @@ class Engine:
         )
         return self._python_rewriter.rewrite(text, options)
 
-    # -- notebooks -------------------------------------------------------------------------
+    # -- notebooks, Markdown and other text -------------------------------------------------
+
+    def _python_cell(self, source: str) -> tuple[str, list[F.Finding]]:
+        return self.transform_python(source, None)
 
     def _notebook(self, data: bytes, result: FileResult) -> FileResult:
         try:
             raw = data.decode("utf-8")
-            notebook = json.loads(raw)
+            new, findings = rewrite_notebook(raw, self._python_cell, self._text_findings)
         except (UnicodeDecodeError, ValueError) as exc:
             return self._fail(result, F.UNREADABLE, f"not a readable notebook: {_reason(exc)}")
-        if not _canonical_notebook(raw, notebook):
-            # A hand-formatted notebook: rewrite its text in place rather than reformat it.
-            return self._text(data, result)
-        changed = False
-        for number, cell in enumerate(notebook.get("cells", []), start=1):
-            source = cell.get("source")
-            text = "".join(source) if isinstance(source, list) else source
-            if not isinstance(text, str):
-                continue
-            new, findings = self._cell(text, cell.get("cell_type") == "code")
-            for finding in findings:
-                result.findings.append(
-                    F.Finding(
-                        "",
-                        finding.line,
-                        finding.col,
-                        finding.code,
-                        finding.kind,
-                        f"cell {number}: {finding.message}",
-                        finding.old,
-                        finding.new,
-                        finding.step,
-                    )
-                )
-            if new != text:
-                changed = True
-                cell["source"] = new.splitlines(keepends=True) if isinstance(source, list) else new
-        if changed:
-            result.new = (json.dumps(notebook, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+        result.findings.extend(findings)
+        if new != raw:
+            result.new = new.encode("utf-8")
         return result
 
-    def _cell(self, text: str, code: bool) -> tuple[str, list[F.Finding]]:
-        if code:
-            try:
-                return self.transform_python(text, None)
-            except SyntaxError:
-                pass  # IPython magics and shell escapes: fall back to text
-        new, edits = T.rewrite(text, self.resolver)
-        index = T.LineIndex(text)
-        return new, [F.text_finding(e, "text", *index.position(e.start)) for e in edits]
-
-    # -- text ------------------------------------------------------------------------------
-
-    def _text(self, data: bytes, result: FileResult) -> FileResult:
+    def _text(self, source: SourceFile, data: bytes, result: FileResult) -> FileResult:
         encoding = "utf-8-sig" if data.startswith(b"\xef\xbb\xbf") else "utf-8"
         try:
             text = data.decode(encoding)
@@ -195,7 +160,10 @@ class Engine:
             return self._fail(result, F.UNREADABLE, f"cannot decode as UTF-8: {_reason(exc)}")
         if T.ignores_file(text):
             return result
-        new_text, findings = self._text_findings(text)
+        if source.path.suffix.lower() in (".md", ".markdown"):
+            new_text, findings = rewrite_markdown(text, self._python_cell, self._text_findings)
+        else:
+            new_text, findings = self._text_findings(text)
         result.findings.extend(findings)
         if new_text != text:
             result.new = new_text.encode(encoding)
@@ -230,11 +198,6 @@ def decode_python(data: bytes) -> tuple[str, str]:
     """
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     return encoding, data.decode(encoding)
-
-
-def _canonical_notebook(raw: str, notebook: object) -> bool:
-    """True if writing `notebook` back the way Jupyter does reproduces `raw` exactly."""
-    return json.dumps(notebook, indent=1, ensure_ascii=False) + "\n" == raw
 
 
 def _reason(exc: BaseException) -> str:

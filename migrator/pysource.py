@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from migrator import findings as F
 from migrator import text as T
-from migrator.comments import rewrite_comment
+from migrator.comments import rewrite_comment, rewrite_import_line
 from migrator.imports import (
     ImportContext,
     ImportStyle,
@@ -31,7 +31,9 @@ from migrator.resolver import Resolver
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _REST_IS_COMMENT = re.compile(r"[ \t\f]*(#[^\r\n]*)?")
-_OPEN_PREFIX = re.compile(rf"(?<![A-Za-z0-9_.])({T.IDENT}(?:\.{T.IDENT})*)\.\{{")
+_DOCTEST_IMPORT = re.compile(r"(?m)^([ \t]*>>>[ \t]+)((?:from|import)[ \t][^\r\n]*)$")
+# A dotted prefix completed at run time: f"pkg.{x}", "pkg.{}".format(x), "pkg.%s" % x.
+_OPEN_PREFIX = re.compile(rf"(?<![A-Za-z0-9_.])({T.IDENT}(?:\.{T.IDENT})*)\.(?:\{{|%)")
 _DOCSTRING_OWNERS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
@@ -451,7 +453,9 @@ class _Run:
                 continue
             start, end = self.smap.span(node)
             kind = "docstring" if docstring else "string"
-            found = self._text_span(start, end, kind)
+            doctests = self._doctest_imports(start, end, kind)
+            found = self._text_span(start, end, kind, skip=doctests)
+            self._open_prefixes(start, end)
             raw = node.value
             value = raw if isinstance(raw, str) else bytes(raw).decode("latin-1")  # type: ignore[arg-type]
             for edit in T.find_references(value, self.resolver):
@@ -472,30 +476,50 @@ class _Run:
         for node in nodes:
             start, end = self.smap.span(node)
             self._text_span(start, end, "string")
-            for match in _OPEN_PREFIX.finditer(self.smap.text, start, end):
-                parent = match.group(1)
-                children = (
-                    self.resolver.moved_children(parent) if self.resolver.is_ours(parent) else {}
-                )
-                if children and not self._skip(start, end):
-                    self.findings.append(
-                        self._at(
-                            F.needs_human(
-                                "string",
-                                f"'{parent}.' is completed by an f-string expression; names "
-                                f"below it moved ({', '.join(sorted(children))})",
-                                old=parent,
-                            ),
-                            match.start(),
-                        )
-                    )
+            self._open_prefixes(start, end)
 
-    def _text_span(self, start: int, end: int, kind: str) -> set[str]:
-        """Text-rewrite `text[start:end]`; returns the old texts of the references found."""
+    def _open_prefixes(self, start: int, end: int) -> None:
+        """A literal that ends in `pkg.parent.` and is completed at run time by a format
+        field: the completed name cannot be known, so it is reported when names moved below
+        that parent."""
+        for match in _OPEN_PREFIX.finditer(self.smap.text, start, end):
+            parent = match.group(1)
+            children = self.resolver.moved_children(parent) if self.resolver.is_ours(parent) else {}
+            if children and not self._skip(start, end):
+                self.findings.append(self._at(F.needs_human(
+                    "string", f"'{parent}.' is completed at run time (a format field); names "
+                    f"below it moved ({', '.join(sorted(children))})", old=parent),
+                    match.start()))
+
+    def _doctest_imports(self, start: int, end: int, kind: str) -> list[tuple[int, int]]:
+        """Import statements in doctest lines (`>>> from m import x`) of a string literal
+        follow the import rules; returns the spans they cover (the text pass skips them)."""
+        covered: list[tuple[int, int]] = []
+        ctx = ImportContext(self.resolver, self.options.package, comments=False)
+        for match in _DOCTEST_IMPORT.finditer(self.smap.text, start, end):
+            result = rewrite_import_line(match.group(1), match.group(2), ctx, kind)
+            if result is None or self._skip(match.start(), match.end()):
+                continue
+            lines, findings = result
+            covered.append((match.start(), match.end()))
+            self.findings.extend(self._at(f, match.start()) for f in findings)
+            if lines is not None:
+                # Each resulting statement is a doctest line of its own, with the same lead.
+                self.edits.append(_Edit(match.start(), match.end(), self.newline.join(lines)))
+        return covered
+
+    def _text_span(
+        self, start: int, end: int, kind: str, skip: list[tuple[int, int]] | None = None
+    ) -> set[str]:
+        """Text-rewrite `text[start:end]`; returns the old texts of the references found.
+        References inside the `skip` spans are someone else's."""
         segment = self.smap.text[start:end]
         found = set()
         for edit in T.find_references(segment, self.resolver):
             found.add(edit.old)
+            at = start + edit.start
+            if skip and any(a <= at < b for a, b in skip):
+                continue
             if self._skip(start + edit.start, start + edit.end):
                 continue
             self.findings.append(self._at(F.text_finding(edit, kind), start + edit.start))

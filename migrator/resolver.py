@@ -96,7 +96,8 @@ class Resolver:
         A reference to a moved or removed name always spells its last component (absolute,
         relative, dotted, attribute chain or file path), so files without any of them are
         never parsed. Two forms spell none, and are matched on their own: a star import from
-        a module that lost names, and an f-string that completes a parent (`pkg.{name}`).
+        a module that lost names, and a string completed at run time below a parent
+        (`f"pkg.{name}"`, `"pkg.%s" % name`, `"pkg.{}".format(name)`).
         """
         words = sorted(self.leaf_names(), key=len, reverse=True)
         alternatives = [rf"\b(?:{'|'.join(map(re.escape, words))})\b"] if words else []
@@ -110,7 +111,7 @@ class Resolver:
         }
         if parents - {""}:
             joined = "|".join(map(re.escape, sorted(parents - {""})))
-            alternatives.append(rf"\b(?:{joined})\.\{{")
+            alternatives.append(rf"\b(?:{joined})\.(?:\{{|%)")
         return "|".join(alternatives).encode() or rb"(?!)"
 
     def is_ours(self, dotted: str) -> bool:

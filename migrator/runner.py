@@ -7,8 +7,11 @@ Results come back in input order, so output is deterministic whatever `jobs` is.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
+import signal
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -23,6 +26,7 @@ from rules import Pack
 # Below this many files that need processing, a pool costs more than it saves.
 _POOL_THRESHOLD = 32
 _CHUNK = 16
+_PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,20 @@ def _init(job: Job) -> None:
     global _engine, _job
     _job = job
     _engine = Engine(Resolver(job.pack, job.from_version, job.to_version), job.options)
+
+
+def _init_worker(job: Job) -> None:
+    """A pool worker: build the engine, and die with the parent (a killed `vam` must not
+    leave workers that go on writing files)."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() == 1:  # the parent died before prctl took effect
+            os._exit(1)
+    _init(job)
 
 
 def _work(source: SourceFile) -> FileResult:
@@ -101,7 +119,9 @@ def run(
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(method)
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_init, initargs=(job,)) as pool:
+    with ProcessPoolExecutor(
+        jobs, mp_context=context, initializer=_init_worker, initargs=(job,)
+    ) as pool:
         yield from _merge(sources, keep, pool.map(_work, todo, chunksize=_CHUNK), on_result)
 
 

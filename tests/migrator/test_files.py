@@ -128,8 +128,15 @@ def test_gitignored_venv_and_build_folders_are_skipped(tmp_path: Path) -> None:
         (tmp_path / folder / "a.py").write_text(f"import {OLD}\n")
     (tmp_path / "venv" / "pyvenv.cfg").write_text("home = /usr\n")
     (tmp_path / ".gitignore").write_text("ignored/\n")
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    # Folders named like build output that are not: a package, a folder of scripts.
+    for folder in ("pkg/build", "tools/build"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "a.py").write_text(f"import {OLD}\n")
+    (tmp_path / "pkg" / "build" / "__init__.py").write_text("")
     assert vam("migrate", str(tmp_path)).returncode == 0
-    assert (tmp_path / "kept" / "a.py").read_text() == f"import {NEW}\n"
+    for folder in ("kept", "pkg/build", "tools/build"):
+        assert (tmp_path / folder / "a.py").read_text() == f"import {NEW}\n"
     for folder in ("ignored", "venv", "build"):
         assert (tmp_path / folder / "a.py").read_text() == f"import {OLD}\n"
 
@@ -208,3 +215,67 @@ def test_a_wrapped_import_that_grows_is_reflowed_and_falls_back_to_a_hanging_ind
         "if True:\n"
         "    from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.config_data import (\n"
         "        AscendConnectorMetadata, LoadSpec, ReqMeta)\n")
+
+
+def test_notebook_in_another_json_layout_is_written_back_in_that_layout(tmp_path: Path) -> None:
+    notebook = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {},
+                           "outputs": [], "source": ["from vllm_ascend.distributed import kvpool\n",
+                                                     "print('ü')"]}],
+                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "two.ipynb"
+    path.write_text(json.dumps(notebook, indent=2, ensure_ascii=True))  # no final newline
+    assert vam("migrate", str(path)).returncode == 0
+    expected = json.loads(json.dumps(notebook))
+    expected["cells"][0]["source"][0] = (
+        "from vllm_ascend.distributed.kv_transfer.kv_pool import ascend_store as kvpool\n")
+    assert path.read_text() == json.dumps(expected, indent=2, ensure_ascii=True)
+
+
+def test_notebook_whose_layout_cannot_be_reproduced_reports_python_only_forms(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "hand.ipynb"
+    path.write_text('{"cells": [{"cell_type": "code", "metadata": {}, "outputs": [],\n'
+                    '  "source": ["from vllm_ascend.distributed import kvpool\\n",\n'
+                    '             "x = \\"vllm_ascend.distributed.kvpool\\""]}],\n'
+                    ' "metadata": {}, "nbformat": 4, "nbformat_minor": 5}\n')
+    result = vam("migrate", str(path))
+    assert result.returncode == 1  # a reference needs a human
+    assert "VAM002 cell 1: 'vllm_ascend.distributed.kvpool' moved to" in result.stderr
+    assert "edit this cell by hand" in result.stderr
+    text = path.read_text()
+    assert 'x = \\"vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store\\"' in text
+    assert "from vllm_ascend.distributed import kvpool" in text
+
+
+def test_markdown_python_fences_follow_the_python_rules(tmp_path: Path) -> None:
+    path = tmp_path / "guide.md"
+    path.write_text(
+        "Use `vllm_ascend.distributed.kvpool`:\n\n"
+        "```python\n"
+        "from vllm_ascend.distributed import communicator, parallel_state\n"
+        "```\n\n"
+        "- in a list:\n\n"
+        "  ```py\n"
+        "  from vllm_ascend.distributed import register_connector\n"
+        "  ```\n\n"
+        "```bash\n"
+        "python -c 'from vllm_ascend.distributed import communicator'\n"
+        "```\n")
+    check = vam("check", str(path))
+    assert [line.split(": VAM")[0] for line in check.stdout.splitlines()] == [
+        f"{path}:1:6", f"{path}:4:1", f"{path}:10:3"]
+    assert vam("migrate", str(path)).returncode == 0
+    assert path.read_text() == (
+        "Use `vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store`:\n\n"
+        "```python\n"
+        "from vllm_ascend.distributed.device_communicators import npu_communicator as communicator\n"
+        "from vllm_ascend.distributed import parallel_state\n"
+        "```\n\n"
+        "- in a list:\n\n"
+        "  ```py\n"
+        "  from vllm_ascend.distributed.kv_transfer import register_connector\n"
+        "  ```\n\n"
+        "```bash\n"
+        "python -c 'from vllm_ascend.distributed import communicator'\n"
+        "```\n")

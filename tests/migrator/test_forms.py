@@ -358,7 +358,9 @@ def test_reference_ends_at_any_non_ascii_identifier_character() -> None:
      "passed separately"),
     ("mock.patch.object(vllm_ascend.distributed, 'communicator')\n", "passed separately"),
     ("from vllm_ascend.distributed.utils import *\n", "star import"),
-    ('m = f"vllm_ascend.distributed.{name}"\n', "f-string"),
+    ('m = f"vllm_ascend.distributed.{name}"\n', "format field"),
+    ('m = "vllm_ascend.distributed.%s" % name\n', "format field"),
+    ('m = "vllm_ascend.distributed.{}".format(name)\n', "format field"),
     ("import vllm_ascend.distributed.utils as du\ndu.align_memory(t, 2)\n", "local name 'du'"),
     ('X = "vllm_ascend\\x2edistributed.kvpool"\n', "escapes"),
 ])
@@ -395,3 +397,22 @@ def test_check_mode_reports_exactly_what_migrate_does(source: str) -> None:
     _, check_findings = rewrite(source, package=package, report_only=True)
     assert check_findings == migrate_findings
     assert migrate_findings
+
+
+def test_doctest_imports_follow_the_import_rules() -> None:
+    assert migrate('''\
+        def f():
+            """Example.
+
+            >>> from vllm_ascend.distributed import communicator, parallel_state
+            >>> communicator.NPUCommunicator  # see vllm_ascend.distributed.kvpool
+            """
+        ''') == d('''\
+        def f():
+            """Example.
+
+            >>> from vllm_ascend.distributed.device_communicators import npu_communicator as communicator
+            >>> from vllm_ascend.distributed import parallel_state
+            >>> communicator.NPUCommunicator  # see vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store
+            """
+        ''')
