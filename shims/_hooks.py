@@ -17,6 +17,7 @@ re-checked after it (a module that defines its own `__getattr__` keeps it, chain
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from collections.abc import Callable, Iterable
 from importlib.machinery import ModuleSpec
@@ -67,6 +68,9 @@ class ShimFinder:
                 return self._parent_spec(fullname, path, target)
             return None
         entry, new_name = hit
+        if new_name != entry.new and not _exists(new_name):
+            # `old.sub.nope`: report the name the user wrote as missing, like Python would.
+            return None
         loader = cast("Loader", _AliasLoader(entry, new_name, self.env_var))
         return ModuleSpec(fullname, loader, origin=f"alias of {new_name}")
 
@@ -244,3 +248,12 @@ def _forwarder(module: ModuleType) -> _Forwarder:
 def _owner(hook: object) -> _Forwarder | None:
     owner = getattr(hook, "__self__", None)
     return owner if isinstance(owner, _Forwarder) else None
+
+
+def _exists(module: str) -> bool:
+    """Whether `module` can be imported (its parent packages are imported to find out,
+    as the import system itself would)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
