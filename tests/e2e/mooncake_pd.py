@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from harness import UNIPROC_ENV, EngineProcess
@@ -97,9 +99,34 @@ def disaggregated_generate(
     return decode(decode_engine, prompts, list(prefill(prefill_engine, prompts)), max_tokens)
 
 
+@contextmanager
+def running_pair(
+    producer: EngineProcess, consumer: EngineProcess
+) -> Iterator[tuple[EngineProcess, EngineProcess]]:
+    """Start the prefill engine, then the decode engine; close both (decode first) on exit,
+    also when a start fails."""
+    try:
+        producer.start()
+        consumer.start()
+        yield producer, consumer
+    finally:
+        consumer.close()
+        producer.close()
+
+
+def tokens(outputs: list[Any]) -> list[list[int]]:
+    """The token ids of each output (a `Generation` or a probe's dict)."""
+    return [o.token_ids if hasattr(o, "token_ids") else o["token_ids"] for o in outputs]
+
+
 def stats(engine: EngineProcess) -> dict[str, Any]:
     result: dict[str, Any] = engine.call(f"{PROBE}:stats")
     return result
+
+
+def delta(after: dict[str, Any], before: dict[str, Any], side: str, key: str) -> float:
+    """How much counter `key` of `side` ("scheduler" or "worker") grew between two `stats`."""
+    return float(after[side].get(key, 0) - before[side].get(key, 0))
 
 
 def step_until_idle(engine: EngineProcess, wait_s: float) -> dict[str, Any]:

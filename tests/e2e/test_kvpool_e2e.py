@@ -38,6 +38,7 @@ from harness import (
 
 for _name in ("torch", "transformers", "tokenizers", "vllm", "mooncake.store"):
     pytest.importorskip(_name)
+from kvpool_fixtures import module_master  # noqa: E402
 from kvpool_master import MooncakeMaster, master_binary  # noqa: E402
 
 if master_binary() is None:  # pragma: no cover - the pip package ships it
@@ -73,11 +74,7 @@ def pool_config(
     }
 
 
-@pytest.fixture(scope="module")
-def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MooncakeMaster]:
-    m = MooncakeMaster(tmp_path_factory.mktemp("mooncake")).start()
-    yield m
-    m.stop()
+master = module_master()
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ import math
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from harness import UNIPROC_LLM_KWARGS, EngineProcess, free_port, token_prompts
@@ -24,11 +23,14 @@ from mooncake_pd import (
     MOONCAKE_ENV,
     SEND_TIMEOUT_S,
     decode,
+    delta,
     layerwise_generate,
     layerwise_params,
     pd_config,
+    running_pair,
     stats,
     step_until_idle,
+    tokens,
 )
 
 pytest.importorskip("mooncake.engine")
@@ -36,14 +38,6 @@ pytest.importorskip("mooncake.engine")
 BLOCK_TOKENS = 32
 MAX_TOKENS = 12
 CONNECTOR = "MooncakeLayerwiseConnector"
-
-
-def tokens(outputs: list[Any]) -> list[list[int]]:
-    return [o.token_ids if hasattr(o, "token_ids") else o["token_ids"] for o in outputs]
-
-
-def delta(after: dict[str, Any], before: dict[str, Any], side: str, key: str) -> float:
-    return float(after[side].get(key, 0) - before[side].get(key, 0))
 
 
 @pytest.fixture(scope="module")
@@ -60,13 +54,8 @@ def lw_pair(tiny_model_dir: Path) -> Iterator[tuple[EngineProcess, EngineProcess
         llm_kwargs=UNIPROC_LLM_KWARGS,
         env=MOONCAKE_ENV,
     )
-    try:
-        producer.start()
-        consumer.start()
-        yield producer, consumer
-    finally:
-        consumer.close()
-        producer.close()
+    with running_pair(producer, consumer) as pair:
+        yield pair
 
 
 @pytest.mark.parametrize("decode_first", [True, False], ids=["decode-first", "prefill-first"])

@@ -23,7 +23,6 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from harness import UNIPROC_LLM_KWARGS, EngineProcess, free_port, token_prompts
@@ -34,11 +33,14 @@ from mooncake_pd import (
     SEND_TIMEOUT_S,
     TRANSFER_TIMEOUT_S,
     decode,
+    delta,
     disaggregated_generate,
     pd_config,
     prefill,
+    running_pair,
     stats,
     step_until_idle,
+    tokens,
 )
 
 pytest.importorskip("mooncake.engine")
@@ -48,16 +50,8 @@ BLOCK_TOKENS = 32
 MAX_TOKENS = 12
 
 
-def tokens(outputs: list[Any]) -> list[list[int]]:
-    return [o.token_ids if hasattr(o, "token_ids") else o["token_ids"] for o in outputs]
-
-
 def blocks(prompts: list[list[int]]) -> int:
     return sum(math.ceil(len(p) / BLOCK_TOKENS) for p in prompts)
-
-
-def delta(after: dict[str, Any], before: dict[str, Any], side: str, key: str) -> float:
-    return float(after[side].get(key, 0) - before[side].get(key, 0))
 
 
 @pytest.fixture(scope="module")
@@ -76,13 +70,8 @@ def pd_pair(tiny_model_dir: Path) -> Iterator[tuple[EngineProcess, EngineProcess
         # Make the shim's DeprecationWarning visible: vLLM's loader imports the old path.
         env={**MOONCAKE_ENV, "PYTHONWARNINGS": "always::DeprecationWarning"},
     )
-    try:
-        producer.start()
-        consumer.start()
-        yield producer, consumer
-    finally:
-        consumer.close()
-        producer.close()
+    with running_pair(producer, consumer) as pair:
+        yield pair
 
 
 def test_disaggregated_greedy_tokens_equal_a_single_engine(

@@ -19,6 +19,7 @@ pytest.importorskip("mooncake.store")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from harness import free_port  # noqa: E402
+from kvpool_fixtures import module_master  # noqa: E402
 from kvpool_master import MooncakeMaster  # noqa: E402
 
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (  # noqa: E402
@@ -31,11 +32,7 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.mooncake_b
 MIB = 1 << 20
 
 
-@pytest.fixture(scope="module")
-def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MooncakeMaster]:
-    m = MooncakeMaster(tmp_path_factory.mktemp("mooncake")).start()
-    yield m
-    m.stop()
+master = module_master()
 
 
 @pytest.fixture(scope="module")

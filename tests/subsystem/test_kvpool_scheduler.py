@@ -15,6 +15,7 @@ for _name in ("vllm", "transformers", "tokenizers", "mooncake.store"):
     pytest.importorskip(_name)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+from kvpool_fixtures import module_master  # noqa: E402
 from kvpool_master import MooncakeMaster  # noqa: E402
 from vllm import SamplingParams  # noqa: E402
 from vllm.config import KVTransferConfig  # noqa: E402
@@ -103,11 +104,7 @@ def request(req_id: str, num_tokens: int, seed: int = 0) -> Request:
     )
 
 
-@pytest.fixture(scope="module")
-def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MooncakeMaster]:
-    m = MooncakeMaster(tmp_path_factory.mktemp("mooncake")).start()
-    yield m
-    m.stop()
+master = module_master()
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("mooncake.store")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+from kvpool_fixtures import module_master  # noqa: E402
 from kvpool_master import MooncakeMaster  # noqa: E402
 
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.mooncake_backend import (  # noqa: E402
@@ -111,11 +112,7 @@ def test_rate_limited_log_counts_what_it_suppressed(caplog: pytest.LogCaptureFix
     ]
 
 
-@pytest.fixture(scope="module")
-def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MooncakeMaster]:
-    m = MooncakeMaster(tmp_path_factory.mktemp("mooncake")).start()
-    yield m
-    m.stop()
+master = module_master()
 
 
 @pytest.fixture(scope="module")

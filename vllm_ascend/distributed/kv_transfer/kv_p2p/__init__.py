@@ -7,8 +7,9 @@
 
 Shared parts: `config` (settings), `kv_params` (the `kv_transfer_params` protocol),
 `messages` and `side_channel` (the ZMQ control plane), `tp_mapping` (heterogeneous TP),
-`kv_layout` and `transfer_plan` (block addresses), `threads` (daemon transfer threads).
-Pull mode: `scheduler`, `worker`, `metadata`; push mode: `layerwise_scheduler`,
-`layerwise_worker`, `layerwise_metadata`. Nothing is imported here: most modules import vLLM
-or torch.
+`kv_layout` and `transfer_plan` (block addresses), `threads` (daemon transfer threads),
+`p2p_connector`, `scheduler_base` and `worker_base` (what the two connectors' classes, scheduler
+sides and worker sides have in common). Pull mode: `scheduler`, `worker`, `metadata`; push
+mode: `layerwise_scheduler`, `layerwise_worker`, `layerwise_metadata`. Nothing is imported here:
+most modules import vLLM or torch.
 """

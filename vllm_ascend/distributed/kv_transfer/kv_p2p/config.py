@@ -30,13 +30,16 @@ Accepted and ignored, for configs written for older vllm-ascend releases: `use_a
 
 from __future__ import annotations
 
-import math
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vllm_ascend.distributed.kv_transfer.kv_p2p.tp_mapping import validate_pairing
+from vllm_ascend.distributed.kv_transfer.utils.extra_config import (
+    check_known_keys,
+    positive_number,
+)
 from vllm_ascend.distributed.kv_transfer.utils.mooncake_transfer_engine import (
     DEFAULT_METADATA_SERVER,
 )
@@ -79,16 +82,10 @@ class ParallelSizes:
 
 
 def _positive(key: str, value: Any, *, integer: bool = False) -> float:
-    # bool is an int in Python; `true` in a JSON config is a mistake, not 1.
+    # Unlike the other connectors' configs, this one also takes digit strings ("2").
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
-    ok_types = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, ok_types):
-        kind = "an integer" if integer else "a number"
-        raise ValueError(f"kv_connector_extra_config[{key!r}] must be {kind}, got {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"kv_connector_extra_config[{key!r}] must be positive, got {value!r}")
-    return float(value)
+    return positive_number(key, value, integer=integer)
 
 
 def _string(key: str, value: Any) -> str:
@@ -178,12 +175,7 @@ class MooncakeP2PConfig:
                 cannot be served (the message names both sizes).
         """
         extra = dict(extra or {})
-        unknown = sorted(set(extra) - set(_KEYS) - set(_IGNORED_KEYS))
-        if unknown:
-            raise ValueError(
-                f"unknown Mooncake P/D kv_connector_extra_config key(s) {unknown}; "
-                f"valid keys: {list(_KEYS)}"
-            )
+        check_known_keys(extra, _KEYS, connector="Mooncake P/D", ignored=_IGNORED_KEYS)
         if kv_role not in ("kv_producer", "kv_consumer", "kv_both"):
             raise ValueError(
                 f"kv_role must be kv_producer, kv_consumer or kv_both, got {kv_role!r}"

@@ -19,8 +19,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from vllm.v1.request import RequestStatus
-
 from vllm_ascend.distributed.kv_transfer.kv_p2p.config import MooncakeP2PConfig
 from vllm_ascend.distributed.kv_transfer.kv_p2p.kv_params import (
     RemotePrefill,
@@ -32,22 +30,23 @@ from vllm_ascend.distributed.kv_transfer.kv_p2p.layerwise_metadata import (
     LoadSpec,
     SaveSpec,
 )
+from vllm_ascend.distributed.kv_transfer.kv_p2p.scheduler_base import (
+    HANDOFF_STATES,
+    P2PSchedulerBase,
+)
 from vllm_ascend.logger import init_logger
 
 if TYPE_CHECKING:
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks, KVCacheManager
     from vllm.v1.core.sched.output import SchedulerOutput
-    from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
 
 __all__ = ["MooncakeLayerwiseScheduler"]
 
 logger = init_logger(__name__)
 
-_HANDOFF_STATES = (RequestStatus.FINISHED_LENGTH_CAPPED, RequestStatus.FINISHED_STOPPED)
 
-
-class MooncakeLayerwiseScheduler:
+class MooncakeLayerwiseScheduler(P2PSchedulerBase):
     """Scheduler-side state of the layerwise connector.
 
     Args:
@@ -55,7 +54,9 @@ class MooncakeLayerwiseScheduler:
     """
 
     def __init__(self, config: MooncakeP2PConfig) -> None:
-        self.config = config
+        super().__init__(
+            config, {"handoffs": 0, "loads": 0, "released_unread": 0, "invalid_params": 0}
+        )
         self.block_size = config.block_size
         self.kv_cache_manager: KVCacheManager | None = None
         self._loads: list[LoadSpec] = []
@@ -67,27 +68,11 @@ class MooncakeLayerwiseScheduler:
         self._push_started: set[str] = set()
         # Decode requests: the block-aligned local prefix hit the load starts after.
         self._local_hit: dict[str, int] = {}
-        self.held: dict[str, int] = {}
-        self.counters = {"handoffs": 0, "loads": 0, "released_unread": 0, "invalid_params": 0}
 
     # ---- decode side ----------------------------------------------------------------------
 
-    def _remote_prefill(self, request: Request) -> RemotePrefill | None:
-        params = request.kv_transfer_params
-        if not params or not params.get("do_remote_prefill") or not self.config.is_consumer:
-            return None
-        try:
-            return parse_layerwise_prefill(params)
-        except ValueError as exc:
-            self.counters["invalid_params"] += 1
-            logger.warning(
-                "request %s: ignoring invalid kv_transfer_params (%s); computing its prompt "
-                "locally",
-                request.request_id,
-                exc,
-            )
-            params["do_remote_prefill"] = False
-            return None
+    def _parse_remote(self, params: dict[str, Any]) -> RemotePrefill:
+        return parse_layerwise_prefill(params)
 
     def get_num_new_matched_tokens(
         self, request: Request, num_computed_tokens: int
@@ -187,7 +172,7 @@ class MooncakeLayerwiseScheduler:
                 self._releases.append(spec)
                 self.counters["released_unread"] += 1
             return False, None
-        if pushing is None or request.status not in _HANDOFF_STATES or not block_ids:
+        if pushing is None or request.status not in HANDOFF_STATES or not block_ids:
             return False, None
         self._sends[request.request_id] = self.config.send_timeout_s
         self.held[request.request_id] = len(block_ids)
@@ -205,14 +190,3 @@ class MooncakeLayerwiseScheduler:
         )
         self._loads, self._releases, self._sends = [], [], {}
         return meta
-
-    def update_connector_output(self, connector_output: KVConnectorOutput) -> None:
-        for request_id in connector_output.finished_sending or ():
-            self.held.pop(request_id, None)
-
-    def stats(self) -> dict[str, int]:
-        return {
-            **self.counters,
-            "held_requests": len(self.held),
-            "held_blocks": sum(self.held.values()),
-        }

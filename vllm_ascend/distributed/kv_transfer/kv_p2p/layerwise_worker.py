@@ -23,7 +23,6 @@ decode worker has all layers (or gave up), the request's blocks are released thr
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections import defaultdict
@@ -31,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vllm_ascend.distributed.kv_transfer.kv_p2p.config import MooncakeP2PConfig
-from vllm_ascend.distributed.kv_transfer.kv_p2p.kv_layout import KVLayout, describe_kv_caches
 from vllm_ascend.distributed.kv_transfer.kv_p2p.layerwise_metadata import (
     LayerwiseMetadata,
     LoadSpec,
@@ -39,7 +37,6 @@ from vllm_ascend.distributed.kv_transfer.kv_p2p.layerwise_metadata import (
 )
 from vllm_ascend.distributed.kv_transfer.kv_p2p.messages import (
     Ack,
-    AgentMetadata,
     Handshake,
     LayerDone,
     Message,
@@ -51,25 +48,18 @@ from vllm_ascend.distributed.kv_transfer.kv_p2p.side_channel import (
     SideChannelServer,
     zmq_address,
 )
-from vllm_ascend.distributed.kv_transfer.kv_p2p.threads import Counters, TransferThreads
+from vllm_ascend.distributed.kv_transfer.kv_p2p.threads import TransferThreads
 from vllm_ascend.distributed.kv_transfer.kv_p2p.tp_mapping import (
     HeadSlice,
     expected_notifications,
-    local_kv_heads,
     notified_prefill_ranks,
-    plan_decode_rank,
 )
 from vllm_ascend.distributed.kv_transfer.kv_p2p.transfer_plan import plan_transfer
-from vllm_ascend.distributed.kv_transfer.kv_p2p.worker import (
-    PeerDirectory,
-    SendTracker,
+from vllm_ascend.distributed.kv_transfer.kv_p2p.worker_base import (
+    P2PWorkerBase,
     make_agent_metadata,
 )
 from vllm_ascend.distributed.kv_transfer.utils.device import DeviceEvent, KVDevice, resolve_device
-from vllm_ascend.distributed.kv_transfer.utils.mooncake_transfer_engine import (
-    MooncakeTransferEngine,
-    get_transfer_engine,
-)
 from vllm_ascend.logger import init_logger
 
 __all__ = ["MooncakeLayerwiseWorker"]
@@ -121,8 +111,9 @@ class _Push:
     created: float = field(default_factory=time.monotonic)
 
 
-class MooncakeLayerwiseWorker:
-    """One worker's half of the layerwise connector.
+class MooncakeLayerwiseWorker(P2PWorkerBase):
+    """One worker's half of the layerwise connector (shared state and steps:
+    `worker_base.py`).
 
     Args:
         config: the connector's settings.
@@ -131,18 +122,8 @@ class MooncakeLayerwiseWorker:
     """
 
     def __init__(self, config: MooncakeP2PConfig, tp_rank: int, num_blocks: int) -> None:
-        self.config = config
-        self.tp_rank = tp_rank
-        self.num_blocks = num_blocks
-        self.reader_name = f"{config.engine_id}:{tp_rank}"
-        self.layout: KVLayout | None = None
+        super().__init__(config, tp_rank, num_blocks)
         self.device: KVDevice | None = None
-        self.agent: AgentMetadata | None = None
-        self.engine: MooncakeTransferEngine | None = None
-        self.server: SideChannelServer | None = None
-        self.peers = PeerDirectory(config.engine_id, tp_rank, config.handshake_timeout_s)
-        self.sends = SendTracker(orphan_ttl_s=config.send_timeout_s)
-        self._threads: TransferThreads | None = None
         self._layer_index: dict[str, int] = {}
         self._cond = threading.Condition()
         self._loads: dict[str, _Load] = {}  # transfer id -> load of the current step
@@ -150,7 +131,6 @@ class MooncakeLayerwiseWorker:
         self._failed_blocks: set[int] = set()
         self._pushes: dict[str, _Push] = {}  # transfer id -> push state
         self._step_saves: list[SaveSpec] = []
-        self.counters = Counters()
 
     # ---- set-up ---------------------------------------------------------------------------
 
@@ -163,24 +143,8 @@ class MooncakeLayerwiseWorker:
             SideChannelError: the side-channel port cannot be bound.
         """
         config = self.config
-        heads = local_kv_heads(config.total_kv_heads, config.tp_size)
-        layout = describe_kv_caches(kv_caches, self.num_blocks, heads)
-        if config.prefill.tp_size != config.decode.tp_size and not layout.head_major:
-            raise ValueError(
-                f"prefill tp_size={config.prefill.tp_size} and decode "
-                f"tp_size={config.decode.tp_size} differ, which needs KV blocks that store "
-                "their heads one after the other; this KV cache layout does not"
-            )
-        self.engine = get_transfer_engine(
-            config.engine_hostname,
-            config.protocol,
-            config.device_name,
-            config.metadata_server,
-            tcp_timeout_s=math.ceil(config.transfer_timeout_s),
-        )
-        for start, length in layout.allocations:
-            self.engine.register_memory(start, length)
-        self.layout = layout
+        layout = self._register_layout(kv_caches)
+        assert self.engine is not None
         self.device = resolve_device(layout.tensors)
         self._layer_index = {name: i for i, name in enumerate(layout.layer_names)}
         port = config.worker_port(self.tp_rank)
@@ -218,14 +182,6 @@ class MooncakeLayerwiseWorker:
 
     # ---- decode side ----------------------------------------------------------------------
 
-    def _senders(self, prefill_tp: int) -> dict[int, list[HeadSlice]]:
-        by_rank: dict[int, list[HeadSlice]] = defaultdict(list)
-        for piece in plan_decode_rank(
-            prefill_tp, self.config.tp_size, self.config.total_kv_heads, self.tp_rank
-        ):
-            by_rank[piece.prefill_rank].append(piece)
-        return by_rank
-
     def start_loads(self, loads: list[LoadSpec], releases: list[LoadSpec]) -> None:
         """Register this step's loads with their prefill workers (on transfer threads)."""
         assert self._threads is not None and self.layout is not None
@@ -235,7 +191,7 @@ class MooncakeLayerwiseWorker:
             self._step_loads = []
             for spec in loads:
                 try:
-                    senders = len(self._senders(spec.remote.tp_size))
+                    senders = len(self._slices_by_prefill_rank(spec.remote.tp_size))
                 except ValueError as exc:
                     senders = 0
                     failure = str(exc)
@@ -255,7 +211,7 @@ class MooncakeLayerwiseWorker:
         remote = spec.remote
         heads = self.config.total_kv_heads
         try:
-            senders = self._senders(remote.tp_size)
+            senders = self._slices_by_prefill_rank(remote.tp_size)
             ranks = notified_prefill_ranks(remote.tp_size, self.config.tp_size, heads, self.tp_rank)
         except ValueError as exc:
             logger.warning(
@@ -470,14 +426,9 @@ class MooncakeLayerwiseWorker:
         self._finish_step_loads()
         if not self.config.is_producer:
             return None, None
-        done, expired = self.sends.pop_finished(time.monotonic())
-        for request_id in sorted(expired):
-            logger.warning(
-                "prefill request %s: its KV was not delivered within %.0f s; freeing its blocks",
-                request_id,
-                self.config.send_timeout_s,
-            )
-        finished = done | expired
+        finished = self._pop_finished_sends(
+            "prefill request %s: its KV was not delivered within %.0f s; freeing its blocks"
+        )
         if finished or self._pushes:
             self._forget_pushes(finished)
         return finished or None, None
@@ -496,22 +447,12 @@ class MooncakeLayerwiseWorker:
         return failed
 
     def stats(self) -> dict[str, float]:
-        return {
-            **self.counters.snapshot(),
-            "pending_sends": self.sends.pending(),
-            "sends_completed": self.sends.completed,
-            "sends_expired": self.sends.expired,
-            "malformed_dropped": self.server.dropped if self.server else 0,
-        }
+        """Counters of this worker (loads, pushes, readers, sends)."""
+        return self._send_stats()
 
     def shutdown(self) -> None:
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
-        if self._threads is not None:
-            self._threads.stop()
-            self._threads = None
-        self.peers.close()
+        """Stop serving and pushing; the KV cache memory stays registered with the engine."""
+        self._stop_serving()
 
     def bind(self, meta: LayerwiseMetadata) -> None:
         """Take this step's metadata (called from `start_load_kv`, before the forward)."""

@@ -16,9 +16,9 @@ that answer to the decode instance (`examples/pd_proxy.py`). The decode instance
 prompt's KV blocks from the prefill instance with batched Mooncake transfers and computes only
 the last prompt token itself. Settings: `config.py`.
 
-The class is a thin facade: by role it holds a `MooncakeConnectorScheduler` or a
-`MooncakeConnectorWorker` and forwards each `KVConnectorBase_V1` method to the side that owns
-it.
+The class is a thin facade (`p2p_connector.py`, `utils/connector_facade.py`): by role it holds a
+`MooncakeConnectorScheduler` or a `MooncakeConnectorWorker` and forwards each
+`KVConnectorBase_V1` method to the side that owns it.
 """
 
 from __future__ import annotations
@@ -26,15 +26,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import torch
-from vllm.distributed.kv_transfer.kv_connector.v1.base import (
-    KVConnectorBase_V1,
-    KVConnectorMetadata,
-    KVConnectorRole,
-)
-from vllm.v1.metrics.cache_hit_source import CacheHitSource
 
-from vllm_ascend.distributed.kv_transfer.kv_p2p.config import MooncakeP2PConfig
 from vllm_ascend.distributed.kv_transfer.kv_p2p.metadata import MooncakeConnectorMetadata
+from vllm_ascend.distributed.kv_transfer.kv_p2p.p2p_connector import (
+    MooncakeP2PFacade,
+    tensor_parallel_rank,
+)
 from vllm_ascend.distributed.kv_transfer.kv_p2p.scheduler import MooncakeConnectorScheduler
 from vllm_ascend.distributed.kv_transfer.kv_p2p.worker import MooncakeConnectorWorker
 
@@ -42,23 +39,12 @@ if TYPE_CHECKING:
     from vllm.config import VllmConfig
     from vllm.forward_context import ForwardContext
     from vllm.v1.attention.backend import AttentionMetadata
-    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
-    from vllm.v1.core.sched.output import SchedulerOutput
     from vllm.v1.kv_cache_interface import KVCacheConfig
-    from vllm.v1.outputs import KVConnectorOutput
-    from vllm.v1.request import Request
 
 __all__ = ["MooncakeConnector", "MooncakeConnectorMetadata", "MooncakeConnectorV1"]
 
 
-def tensor_parallel_rank() -> int:
-    """This worker's TP rank (vLLM's parallel state is initialised before connectors)."""
-    from vllm.distributed.parallel_state import get_tensor_model_parallel_rank
-
-    return int(get_tensor_model_parallel_rank())
-
-
-class MooncakeConnector(KVConnectorBase_V1):
+class MooncakeConnector(MooncakeP2PFacade[MooncakeConnectorScheduler, MooncakeConnectorWorker]):
     """Prefill/decode KV transfer: the decode instance reads the prefill instance's blocks.
 
     Args:
@@ -72,38 +58,22 @@ class MooncakeConnector(KVConnectorBase_V1):
             unsupported prefill/decode TP pairing, or pipeline parallelism.
     """
 
-    _cache_hit_source = CacheHitSource.P2P
+    def _make_scheduler(
+        self, vllm_config: VllmConfig, kv_cache_config: KVCacheConfig
+    ) -> MooncakeConnectorScheduler:
+        return MooncakeConnectorScheduler(self.config)
 
-    def __init__(
-        self, vllm_config: VllmConfig, role: KVConnectorRole, kv_cache_config: KVCacheConfig
-    ) -> None:
-        super().__init__(vllm_config, role, kv_cache_config)
-        self.config = MooncakeP2PConfig.from_vllm_config(vllm_config)
-        self.scheduler: MooncakeConnectorScheduler | None = None
-        self.worker: MooncakeConnectorWorker | None = None
-        if role == KVConnectorRole.SCHEDULER:
-            self.scheduler = MooncakeConnectorScheduler(self.config)
-        else:
-            self.worker = MooncakeConnectorWorker(
-                self.config, tensor_parallel_rank(), kv_cache_config.num_blocks
-            )
+    def _make_worker(
+        self, vllm_config: VllmConfig, kv_cache_config: KVCacheConfig
+    ) -> MooncakeConnectorWorker:
+        return MooncakeConnectorWorker(
+            self.config, tensor_parallel_rank(), kv_cache_config.num_blocks
+        )
 
     # ---- worker side ----------------------------------------------------------------------
 
-    def _worker(self) -> MooncakeConnectorWorker:
-        assert self.worker is not None, "worker-side method called on the scheduler side"
-        return self.worker
-
-    def _meta(self) -> MooncakeConnectorMetadata:
-        meta = self._get_connector_metadata()
-        assert isinstance(meta, MooncakeConnectorMetadata)
-        return meta
-
-    def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
-        self._worker().register_kv_caches(kv_caches)
-
     def start_load_kv(self, forward_context: ForwardContext, **kwargs: Any) -> None:
-        meta = self._meta()
+        meta = self._step_metadata(MooncakeConnectorMetadata)
         worker = self._worker()
         worker.add_sends(meta.send)
         worker.add_recvs(meta.recv)
@@ -124,51 +94,6 @@ class MooncakeConnector(KVConnectorBase_V1):
 
     def wait_for_save(self) -> None:
         return
-
-    def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None, set[str] | None]:
-        return self._worker().get_finished()
-
-    def get_block_ids_with_load_errors(self) -> set[int]:
-        return self._worker().get_block_ids_with_load_errors()
-
-    # ---- scheduler side -------------------------------------------------------------------
-
-    def _scheduler(self) -> MooncakeConnectorScheduler:
-        assert self.scheduler is not None, "scheduler-side method called on a worker"
-        return self.scheduler
-
-    def get_num_new_matched_tokens(
-        self, request: Request, num_computed_tokens: int
-    ) -> tuple[int | None, bool]:
-        return self._scheduler().get_num_new_matched_tokens(request, num_computed_tokens)
-
-    def update_state_after_alloc(
-        self, request: Request, blocks: KVCacheBlocks, num_external_tokens: int
-    ) -> None:
-        self._scheduler().update_state_after_alloc(request, blocks, num_external_tokens)
-
-    def build_connector_meta(self, scheduler_output: SchedulerOutput) -> KVConnectorMetadata:
-        return self._scheduler().build_connector_meta(scheduler_output)
-
-    def update_connector_output(self, connector_output: KVConnectorOutput) -> None:
-        self._scheduler().update_connector_output(connector_output)
-
-    def request_finished(
-        self, request: Request, block_ids: list[int]
-    ) -> tuple[bool, dict[str, Any] | None]:
-        return self._scheduler().request_finished(request, block_ids)
-
-    # ---- both -----------------------------------------------------------------------------
-
-    def stats(self) -> dict[str, float]:
-        """Counters of this side (scheduler: hand-offs and held blocks; worker: reads)."""
-        side = self.scheduler or self.worker
-        assert side is not None
-        return dict(side.stats())
-
-    def shutdown(self) -> None:
-        if self.worker is not None:
-            self.worker.shutdown()
 
 
 # The name this connector is registered under (DESIGN §6): vLLM resolves `kv_connector` as an

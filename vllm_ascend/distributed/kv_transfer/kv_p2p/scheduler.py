@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from vllm.v1.request import RequestStatus
-
 from vllm_ascend.distributed.kv_transfer.kv_p2p.config import MooncakeP2PConfig
 from vllm_ascend.distributed.kv_transfer.kv_p2p.kv_params import (
     RecvRequest,
@@ -27,62 +25,39 @@ from vllm_ascend.distributed.kv_transfer.kv_p2p.kv_params import (
     parse_remote_prefill,
 )
 from vllm_ascend.distributed.kv_transfer.kv_p2p.metadata import MooncakeConnectorMetadata
-from vllm_ascend.logger import init_logger
+from vllm_ascend.distributed.kv_transfer.kv_p2p.scheduler_base import (
+    HANDOFF_STATES,
+    P2PSchedulerBase,
+)
 
 if TYPE_CHECKING:
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
     from vllm.v1.core.sched.output import SchedulerOutput
-    from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
 
 __all__ = ["MooncakeConnectorScheduler"]
 
-logger = init_logger(__name__)
 
-# A prefill request that ends in one of these states hands its KV to a decode instance;
-# anything else (abort, error) frees its blocks at once.
-_HANDOFF_STATES = (RequestStatus.FINISHED_LENGTH_CAPPED, RequestStatus.FINISHED_STOPPED)
-
-
-class MooncakeConnectorScheduler:
+class MooncakeConnectorScheduler(P2PSchedulerBase):
     """Scheduler-side state: requests to read on the decode side, blocks held on the prefill
-    side.
+    side (`held`, shared with the layerwise scheduler in `scheduler_base.py`).
 
     Args:
         config: the connector's settings.
     """
 
     def __init__(self, config: MooncakeP2PConfig) -> None:
-        self.config = config
+        super().__init__(
+            config,
+            {"handoffs": 0, "recv_requests": 0, "released_unread": 0, "invalid_params": 0},
+        )
         self._recv: list[RecvRequest] = []
         self._send: dict[str, float] = {}
-        # Prefill requests whose blocks are held for a reader: request id -> block count.
-        self.held: dict[str, int] = {}
-        self.counters = {
-            "handoffs": 0,
-            "recv_requests": 0,
-            "released_unread": 0,
-            "invalid_params": 0,
-        }
 
     # ---- decode side ----------------------------------------------------------------------
 
-    def _remote_prefill(self, request: Request) -> RemotePrefill | None:
-        params = request.kv_transfer_params
-        if not params or not params.get("do_remote_prefill") or not self.config.is_consumer:
-            return None
-        try:
-            return parse_remote_prefill(params)
-        except ValueError as exc:
-            self.counters["invalid_params"] += 1
-            logger.warning(
-                "request %s: ignoring invalid kv_transfer_params (%s); computing its prompt "
-                "locally",
-                request.request_id,
-                exc,
-            )
-            params["do_remote_prefill"] = False
-            return None
+    def _parse_remote(self, params: dict[str, Any]) -> RemotePrefill:
+        return parse_remote_prefill(params)
 
     def get_num_new_matched_tokens(
         self, request: Request, num_computed_tokens: int
@@ -130,7 +105,7 @@ class MooncakeConnectorScheduler:
             return False, None
         if not params.get("do_remote_decode") or not self.config.is_producer:
             return False, None
-        if request.status not in _HANDOFF_STATES or not block_ids:
+        if request.status not in HANDOFF_STATES or not block_ids:
             return False, None
         self._send[request.request_id] = self.config.send_timeout_s
         self.held[request.request_id] = len(block_ids)
@@ -153,15 +128,3 @@ class MooncakeConnectorScheduler:
         self._recv = []
         self._send = {}
         return meta
-
-    def update_connector_output(self, connector_output: KVConnectorOutput) -> None:
-        for request_id in connector_output.finished_sending or ():
-            self.held.pop(request_id, None)
-
-    def stats(self) -> dict[str, int]:
-        """Counters, plus `held_requests`/`held_blocks` (prefill blocks awaiting a reader)."""
-        return {
-            **self.counters,
-            "held_requests": len(self.held),
-            "held_blocks": sum(self.held.values()),
-        }

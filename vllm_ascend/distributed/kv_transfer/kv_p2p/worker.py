@@ -14,49 +14,46 @@ records the result, and then sends `ReadDone` so the prefill instance frees its 
 reads (successful or not) come out of `get_finished`; the blocks of failed ones out of
 `get_block_ids_with_load_errors` in the same or an earlier step, so vLLM's
 `kv_load_failure_policy` (recompute or fail) applies.
+
+What this worker shares with the layerwise one (KV registration, `PeerDirectory`,
+`SendTracker`, `make_agent_metadata`) lives in `worker_base.py`; the three helper names are
+re-exported here.
 """
 
 from __future__ import annotations
 
-import math
 import threading
 import time
-import uuid
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from vllm_ascend.distributed.kv_transfer.kv_p2p.config import MooncakeP2PConfig
-from vllm_ascend.distributed.kv_transfer.kv_p2p.kv_layout import KVLayout, describe_kv_caches
 from vllm_ascend.distributed.kv_transfer.kv_p2p.kv_params import RecvRequest
 from vllm_ascend.distributed.kv_transfer.kv_p2p.messages import (
     Ack,
-    AgentMetadata,
     Handshake,
     Message,
     ReadDone,
     Rejected,
 )
 from vllm_ascend.distributed.kv_transfer.kv_p2p.side_channel import (
-    SideChannelClient,
     SideChannelError,
     SideChannelServer,
     zmq_address,
 )
-from vllm_ascend.distributed.kv_transfer.kv_p2p.threads import Counters, TransferThreads
+from vllm_ascend.distributed.kv_transfer.kv_p2p.threads import TransferThreads
 from vllm_ascend.distributed.kv_transfer.kv_p2p.tp_mapping import (
-    HeadSlice,
     expected_notifications,
-    local_kv_heads,
     notified_prefill_ranks,
-    plan_decode_rank,
 )
 from vllm_ascend.distributed.kv_transfer.kv_p2p.transfer_plan import plan_transfer
-from vllm_ascend.distributed.kv_transfer.utils.mooncake_transfer_engine import (
-    MooncakeTransferEngine,
-    TransferError,
-    get_transfer_engine,
+from vllm_ascend.distributed.kv_transfer.kv_p2p.worker_base import (
+    P2PWorkerBase,
+    PeerDirectory,
+    SendTracker,
+    make_agent_metadata,
 )
+from vllm_ascend.distributed.kv_transfer.utils.mooncake_transfer_engine import TransferError
 from vllm_ascend.logger import init_logger
 
 __all__ = ["MooncakeConnectorWorker", "PeerDirectory", "SendTracker", "make_agent_metadata"]
@@ -64,147 +61,8 @@ __all__ = ["MooncakeConnectorWorker", "PeerDirectory", "SendTracker", "make_agen
 logger = init_logger(__name__)
 
 
-def make_agent_metadata(
-    config: MooncakeP2PConfig,
-    tp_rank: int,
-    layout: KVLayout,
-    session_id: str,
-    side_channel: str,
-) -> AgentMetadata:
-    """This worker's `AgentMetadata` (see `messages.AgentMetadata`)."""
-    return AgentMetadata(
-        engine_id=config.engine_id,
-        agent_id=uuid.uuid4().hex,
-        tp_rank=tp_rank,
-        tp_size=config.tp_size,
-        session_id=session_id,
-        region_bases=list(layout.bases),
-        block_strides=list(layout.block_strides),
-        block_lens=list(layout.block_lens),
-        num_blocks=layout.num_blocks,
-        block_size=config.block_size,
-        kv_heads=layout.kv_heads,
-        head_major=layout.head_major,
-        layer_of_region=list(layout.layer_of_region),
-        side_channel=side_channel,
-    )
-
-
-class SendTracker:
-    """Prefill requests whose blocks wait for their readers (thread-safe).
-
-    `ReadDone` may arrive before the scheduler's hand-over reaches this worker (the decode
-    side can be that fast); such notes are kept and matched later, and dropped after
-    `orphan_ttl_s` if the hand-over never comes.
-    """
-
-    def __init__(self, orphan_ttl_s: float) -> None:
-        self._lock = threading.Lock()
-        self._deadlines: dict[str, float] = {}
-        self._readers: dict[str, set[str]] = defaultdict(set)
-        self._expected: dict[str, int] = {}
-        self._noted_at: dict[str, float] = {}
-        self._orphan_ttl_s = orphan_ttl_s
-        self.completed = 0
-        self.expired = 0
-
-    def add(self, request_id: str, hold_s: float, now: float) -> None:
-        with self._lock:
-            self._deadlines[request_id] = now + hold_s
-
-    def note(self, request_id: str, reader: str, expected: int, now: float) -> None:
-        with self._lock:
-            self._readers[request_id].add(reader)
-            self._expected[request_id] = max(1, expected)
-            self._noted_at.setdefault(request_id, now)
-
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._deadlines)
-
-    def pop_finished(self, now: float) -> tuple[set[str], set[str]]:
-        """`(read by all their readers, expired)` request ids, forgotten from here on."""
-        done: set[str] = set()
-        expired: set[str] = set()
-        with self._lock:
-            for request_id, deadline in list(self._deadlines.items()):
-                expected = self._expected.get(request_id)
-                if expected is not None and len(self._readers[request_id]) >= expected:
-                    done.add(request_id)
-                elif now >= deadline:
-                    expired.add(request_id)
-            for request_id in done | expired:
-                del self._deadlines[request_id]
-                self._forget(request_id)
-            for request_id, noted in list(self._noted_at.items()):
-                if request_id not in self._deadlines and now - noted > self._orphan_ttl_s:
-                    self._forget(request_id)
-            self.completed += len(done)
-            self.expired += len(expired)
-        return done, expired
-
-    def _forget(self, request_id: str) -> None:
-        self._readers.pop(request_id, None)
-        self._expected.pop(request_id, None)
-        self._noted_at.pop(request_id, None)
-
-
-class PeerDirectory:
-    """Side-channel clients and handshaken `AgentMetadata` of remote workers, per address."""
-
-    def __init__(self, engine_id: str, tp_rank: int, timeout_s: float) -> None:
-        self._engine_id = engine_id
-        self._tp_rank = tp_rank
-        self._timeout_s = timeout_s
-        self._lock = threading.Lock()
-        self._clients: dict[str, SideChannelClient] = {}
-        self._agents: dict[str, AgentMetadata] = {}
-
-    def client(self, address: str) -> SideChannelClient:
-        with self._lock:
-            client = self._clients.get(address)
-            if client is None:
-                client = self._clients[address] = SideChannelClient(address, self._timeout_s)
-            return client
-
-    def agent(self, address: str, engine_id: str) -> AgentMetadata:
-        """The `AgentMetadata` served at `address`, fetched once.
-
-        Raises:
-            SideChannelError: no or an invalid answer, or the worker there belongs to another
-                engine than `engine_id` (not checked when `engine_id` is empty).
-        """
-        with self._lock:
-            cached = self._agents.get(address)
-        if cached is not None:
-            return cached
-        reply = self.client(address).call(Handshake(self._engine_id, self._tp_rank))
-        if not isinstance(reply, AgentMetadata):
-            raise SideChannelError(f"{address} answered a handshake with {type(reply).__name__}")
-        if engine_id and reply.engine_id != engine_id:
-            raise SideChannelError(
-                f"{address} serves engine {reply.engine_id!r}, not {engine_id!r}"
-            )
-        with self._lock:
-            self._agents[address] = reply
-        return reply
-
-    def forget(self, address: str) -> None:
-        """Drop the cached metadata (the peer may have restarted)."""
-        with self._lock:
-            self._agents.pop(address, None)
-
-    def close(self) -> None:
-        with self._lock:
-            clients = list(self._clients.values())
-            self._clients.clear()
-            self._agents.clear()
-        for client in clients:
-            client.close()
-
-
-class MooncakeConnectorWorker:
-    """One worker's half of the connector.
+class MooncakeConnectorWorker(P2PWorkerBase):
+    """One worker's half of the connector (shared state and steps: `worker_base.py`).
 
     Args:
         config: the connector's settings.
@@ -213,22 +71,11 @@ class MooncakeConnectorWorker:
     """
 
     def __init__(self, config: MooncakeP2PConfig, tp_rank: int, num_blocks: int) -> None:
-        self.config = config
-        self.tp_rank = tp_rank
-        self.num_blocks = num_blocks
-        self.reader_name = f"{config.engine_id}:{tp_rank}"
-        self.layout: KVLayout | None = None
-        self.agent: AgentMetadata | None = None
-        self.engine: MooncakeTransferEngine | None = None
-        self.server: SideChannelServer | None = None
-        self.peers = PeerDirectory(config.engine_id, tp_rank, config.handshake_timeout_s)
-        self.sends = SendTracker(orphan_ttl_s=config.send_timeout_s)
-        self._pool: TransferThreads | None = None
+        super().__init__(config, tp_rank, num_blocks)
         self._lock = threading.Lock()
         self._done_recving: set[str] = set()
         self._failed_blocks: set[int] = set()
         self._in_flight = 0
-        self.counters = Counters()
 
     # ---- set-up ---------------------------------------------------------------------------
 
@@ -241,24 +88,8 @@ class MooncakeConnectorWorker:
             SideChannelError: the side-channel port cannot be bound.
         """
         config = self.config
-        heads = local_kv_heads(config.total_kv_heads, config.tp_size)
-        layout = describe_kv_caches(kv_caches, self.num_blocks, heads)
-        if config.prefill.tp_size != config.decode.tp_size and not layout.head_major:
-            raise ValueError(
-                f"prefill tp_size={config.prefill.tp_size} and decode "
-                f"tp_size={config.decode.tp_size} differ, which needs KV blocks that store "
-                "their heads one after the other; this KV cache layout does not"
-            )
-        self.engine = get_transfer_engine(
-            config.engine_hostname,
-            config.protocol,
-            config.device_name,
-            config.metadata_server,
-            tcp_timeout_s=math.ceil(config.transfer_timeout_s),
-        )
-        for start, length in layout.allocations:
-            self.engine.register_memory(start, length)
-        self.layout = layout
+        layout = self._register_layout(kv_caches)
+        assert self.engine is not None
         side_channel = ""
         if config.is_producer:
             port = config.worker_port(self.tp_rank)
@@ -274,7 +105,7 @@ class MooncakeConnectorWorker:
                 name=f"mooncake-p2p-side-channel-{self.tp_rank}",
             ).start()
         if config.is_consumer:
-            self._pool = TransferThreads(config.num_transfer_threads, "mooncake-p2p-read")
+            self._threads = TransferThreads(config.num_transfer_threads, "mooncake-p2p-read")
         logger.info(
             "Mooncake P/D worker %d (%s): %d KV regions, %d blocks of %s bytes, session %s",
             self.tp_rank,
@@ -311,10 +142,10 @@ class MooncakeConnectorWorker:
     def add_recvs(self, recvs: Iterable[RecvRequest]) -> None:
         """Start reading (or releasing) decode requests on the transfer threads."""
         for recv in recvs:
-            assert self._pool is not None, "a decode request reached a worker that cannot read"
+            assert self._threads is not None, "a decode request reached a worker that cannot read"
             with self._lock:
                 self._in_flight += 1
-            self._pool.submit(self._receive, recv)
+            self._threads.submit(self._receive, recv)
 
     def _receive(self, recv: RecvRequest) -> None:
         started = time.monotonic()
@@ -359,14 +190,6 @@ class MooncakeConnectorWorker:
                 self._failed_blocks.update(recv.local_block_ids)
             self._done_recving.add(recv.request_id)
 
-    def _slices_by_rank(self, prefill_tp: int) -> dict[int, list[HeadSlice]]:
-        by_rank: dict[int, list[HeadSlice]] = defaultdict(list)
-        for piece in plan_decode_rank(
-            prefill_tp, self.config.tp_size, self.config.total_kv_heads, self.tp_rank
-        ):
-            by_rank[piece.prefill_rank].append(piece)
-        return by_rank
-
     def _read(self, recv: RecvRequest) -> None:
         assert self.agent is not None and self.engine is not None
         remote = recv.remote
@@ -377,7 +200,7 @@ class MooncakeConnectorWorker:
             )
         # Local prefix-cache hits cover the leading blocks: read only the tail.
         remote_ids = remote.block_ids[len(remote.block_ids) - needed :]
-        for prefill_rank, slices in self._slices_by_rank(remote.tp_size).items():
+        for prefill_rank, slices in self._slices_by_prefill_rank(remote.tp_size).items():
             address = zmq_address(remote.host, remote.port + prefill_rank)
             peer = self.peers.agent(address, remote.engine_id)
             lists = plan_transfer(self.agent, peer, recv.local_block_ids, remote_ids, slices)
@@ -423,15 +246,10 @@ class MooncakeConnectorWorker:
         """`(finished sends, finished receives)` since the last call."""
         sending: set[str] = set()
         if self.config.is_producer:
-            done, expired = self.sends.pop_finished(time.monotonic())
-            for request_id in sorted(expired):
-                logger.warning(
-                    "prefill request %s: no decode instance read its KV blocks within %.0f s; "
-                    "freeing them",
-                    request_id,
-                    self.config.send_timeout_s,
-                )
-            sending = done | expired
+            sending = self._pop_finished_sends(
+                "prefill request %s: no decode instance read its KV blocks within %.0f s; "
+                "freeing them"
+            )
         with self._lock:
             recving, self._done_recving = self._done_recving, set()
         return sending or None, recving or None
@@ -443,24 +261,11 @@ class MooncakeConnectorWorker:
 
     def stats(self) -> dict[str, float]:
         """Counters of this worker (reads, blocks, bytes, notifications, sends)."""
-        return {
-            **self.counters.snapshot(),
-            "pending_sends": self.sends.pending(),
-            "sends_completed": self.sends.completed,
-            "sends_expired": self.sends.expired,
-            "malformed_dropped": self.server.dropped if self.server else 0,
-            "in_flight_reads": self._in_flight,
-        }
+        return {**self._send_stats(), "in_flight_reads": self._in_flight}
 
     def shutdown(self) -> None:
         """Stop serving and reading; deregister the KV cache when no read is in flight."""
-        if self.server is not None:
-            self.server.stop()
-            self.server = None
-        if self._pool is not None:
-            self._pool.stop()
-            self._pool = None
-        self.peers.close()
+        self._stop_serving()
         with self._lock:
             idle = self._in_flight == 0
         if self.engine is not None and self.layout is not None and idle:

@@ -5,6 +5,9 @@
 - `block_copy`: batched copies of KV cache blocks between the KV cache and host buffers.
 - `utils`: the all-to-all/rearrange helpers, `align_memory` and `get_transfer_timeout_value`.
 - `mooncake_transfer_engine`: the Mooncake transfer engine shared by the Mooncake connectors.
+- `connector_facade`: `KVConnectorFacade`, the role-split connector class the connectors share.
+- `extra_config`: validation helpers for `kv_connector_extra_config`.
 
-Nothing is imported here: each helper module imports torch, and callers pick the one they need.
+Nothing is imported here: most helper modules import torch or vLLM, and callers pick the one
+they need.
 """

@@ -30,6 +30,7 @@ __all__ = [
     "iter_kv_tensors",
     "npu_available",
     "resolve_device",
+    "unique_kv_tensors",
 ]
 
 
@@ -58,6 +59,24 @@ def iter_kv_tensors(
         else:
             for part in value:
                 yield name, part
+
+
+def unique_kv_tensors(
+    kv_caches: Mapping[str, torch.Tensor | Sequence[torch.Tensor]],
+) -> list[torch.Tensor]:
+    """The distinct KV cache tensors of a vLLM `kv_caches` mapping, in layer order.
+
+    Layers that share a KV cache (cross-layer sharing) hand the same view twice; it is kept
+    once (same data pointer, shape and strides).
+    """
+    seen: set[tuple[int, tuple[int, ...], tuple[int, ...]]] = set()
+    out: list[torch.Tensor] = []
+    for _, t in iter_kv_tensors(kv_caches):
+        key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()))
+        if key not in seen:
+            seen.add(key)
+            out.append(t)
+    return out
 
 
 class DeviceEvent:

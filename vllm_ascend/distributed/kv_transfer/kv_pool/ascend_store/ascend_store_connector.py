@@ -21,10 +21,11 @@ load prefixes other engines (or their own earlier runs) computed, for vLLM's v1 
 the 0.13 path `vllm_ascend.distributed.kvpool.ascend_store_connector` still works through the
 shims, with a deprecation warning.
 
-The connector is a thin facade: by role it holds a `KVPoolScheduler` (scheduler process) or a
-`KVPoolWorker` (each worker) and forwards each `KVConnectorBase_V1` method to the side that owns
-it. The pool is a cache: a store that is down, full or evicting turns hits into misses and never
-fails a request (except a load that fails after lookup under `kv_load_failure_policy="fail"`).
+The connector is a thin facade (`utils/connector_facade.py`): by role it holds a
+`KVPoolScheduler` (scheduler process) or a `KVPoolWorker` (each worker) and forwards each
+`KVConnectorBase_V1` method to the side that owns it. The pool is a cache: a store that is
+down, full or evicting turns hits into misses and never fails a request (except a load that
+fails after lookup under `kv_load_failure_policy="fail"`).
 """
 
 from __future__ import annotations
@@ -32,11 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import torch
-from vllm.distributed.kv_transfer.kv_connector.v1.base import (
-    KVConnectorBase_V1,
-    KVConnectorMetadata,
-    KVConnectorRole,
-)
+from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorMetadata
 
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.config_data import (
     AscendConnectorMetadata,
@@ -46,20 +43,19 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_scheduler imp
     KVPoolScheduler,
 )
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_worker import KVPoolWorker
+from vllm_ascend.distributed.kv_transfer.utils.connector_facade import KVConnectorFacade
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
     from vllm.forward_context import ForwardContext
     from vllm.v1.attention.backend import AttentionMetadata
-    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
-    from vllm.v1.core.sched.output import SchedulerOutput
     from vllm.v1.kv_cache_interface import KVCacheConfig
     from vllm.v1.request import Request
 
 __all__ = ["AscendConnectorMetadata", "AscendStoreConnector", "MooncakeConnectorStoreV1"]
 
 
-class AscendStoreConnector(KVConnectorBase_V1):
+class AscendStoreConnector(KVConnectorFacade[AscendStoreConfig, KVPoolScheduler, KVPoolWorker]):
     """KV cache pool connector (see the module docstring).
 
     Args:
@@ -75,20 +71,18 @@ class AscendStoreConnector(KVConnectorBase_V1):
         ImportError: the selected store's package is missing.
     """
 
-    def __init__(
-        self, vllm_config: VllmConfig, role: KVConnectorRole, kv_cache_config: KVCacheConfig
-    ) -> None:
-        super().__init__(vllm_config, role, kv_cache_config)
-        config = AscendStoreConfig.from_extra_config(
+    def _load_config(self, vllm_config: VllmConfig) -> AscendStoreConfig:
+        return AscendStoreConfig.from_extra_config(
             self._kv_transfer_config.kv_connector_extra_config
         )
-        self.config = config
-        self.scheduler: KVPoolScheduler | None = None
-        self.worker: KVPoolWorker | None = None
-        if role == KVConnectorRole.SCHEDULER:
-            self.scheduler = KVPoolScheduler(vllm_config, kv_cache_config, config)
-        else:
-            self.worker = KVPoolWorker(vllm_config, kv_cache_config, config)
+
+    def _make_scheduler(
+        self, vllm_config: VllmConfig, kv_cache_config: KVCacheConfig
+    ) -> KVPoolScheduler:
+        return KVPoolScheduler(vllm_config, kv_cache_config, self.config)
+
+    def _make_worker(self, vllm_config: VllmConfig, kv_cache_config: KVCacheConfig) -> KVPoolWorker:
+        return KVPoolWorker(vllm_config, kv_cache_config, self.config)
 
     @property
     def requires_kv_delivery(self) -> bool:
@@ -97,24 +91,12 @@ class AscendStoreConnector(KVConnectorBase_V1):
 
     # ---- worker side ------------------------------------------------------------------------
 
-    def _worker(self) -> KVPoolWorker:
-        assert self.worker is not None, "worker-side method called on the scheduler side"
-        return self.worker
-
-    def _meta(self) -> AscendConnectorMetadata:
-        meta = self._get_connector_metadata()
-        assert isinstance(meta, AscendConnectorMetadata)
-        return meta
-
-    def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
-        self._worker().register_kv_caches(kv_caches)
-
     def handle_preemptions(self, kv_connector_metadata: KVConnectorMetadata) -> None:
         assert isinstance(kv_connector_metadata, AscendConnectorMetadata)
         self._worker().handle_preemptions(kv_connector_metadata)
 
     def start_load_kv(self, forward_context: ForwardContext, **kwargs: Any) -> None:
-        self._worker().start_load_kv(self._meta())
+        self._worker().start_load_kv(self._step_metadata(AscendConnectorMetadata))
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         # Synchronous loads complete in start_load_kv, for every layer at once.
@@ -131,45 +113,17 @@ class AscendStoreConnector(KVConnectorBase_V1):
         return
 
     def wait_for_save(self) -> None:
-        self._worker().wait_for_save(self._meta())
+        self._worker().wait_for_save(self._step_metadata(AscendConnectorMetadata))
 
     def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None, set[str] | None]:
         return self._worker().get_finished(finished_req_ids)
 
-    def get_block_ids_with_load_errors(self) -> set[int]:
-        return self._worker().get_block_ids_with_load_errors()
-
     # ---- scheduler side ---------------------------------------------------------------------
-
-    def _scheduler(self) -> KVPoolScheduler:
-        assert self.scheduler is not None, "scheduler-side method called on a worker"
-        return self.scheduler
-
-    def get_num_new_matched_tokens(
-        self, request: Request, num_computed_tokens: int
-    ) -> tuple[int | None, bool]:
-        return self._scheduler().get_num_new_matched_tokens(request, num_computed_tokens)
-
-    def update_state_after_alloc(
-        self, request: Request, blocks: KVCacheBlocks, num_external_tokens: int
-    ) -> None:
-        self._scheduler().update_state_after_alloc(request, blocks, num_external_tokens)
-
-    def build_connector_meta(self, scheduler_output: SchedulerOutput) -> KVConnectorMetadata:
-        return self._scheduler().build_connector_meta(scheduler_output)
 
     def request_finished(
         self, request: Request, block_ids: list[int]
     ) -> tuple[bool, dict[str, Any] | None]:
         return self._scheduler().request_finished(request), None
-
-    # ---- both -------------------------------------------------------------------------------
-
-    def shutdown(self) -> None:
-        if self.scheduler is not None:
-            self.scheduler.shutdown()
-        if self.worker is not None:
-            self.worker.shutdown()
 
 
 # The name the 0.13 layout registered (DESIGN §6: vLLM resolves `kv_connector` as an attribute

@@ -30,12 +30,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorMetadata
+
+from vllm_ascend.distributed.kv_transfer.utils.extra_config import (
+    check_known_keys,
+    positive_number,
+)
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -51,16 +55,6 @@ __all__ = [
 ]
 
 _BACKENDS = ("mooncake", "memcache")
-
-
-def _number(key: str, value: Any, *, integer: bool) -> float:
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        kind = "an integer" if integer else "a number"
-        raise ValueError(f"kv_connector_extra_config[{key!r}] must be {kind}, got {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"kv_connector_extra_config[{key!r}] must be positive, got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -103,12 +97,7 @@ class AscendStoreConfig:
                 the wrong type or range.
         """
         extra = dict(extra or {})
-        unknown = sorted(set(extra) - set(cls.KEYS))
-        if unknown:
-            raise ValueError(
-                f"unknown AscendStoreConnector kv_connector_extra_config key(s) {unknown}; "
-                f"valid keys: {list(cls.KEYS)}"
-            )
+        check_known_keys(extra, cls.KEYS, connector="AscendStoreConnector")
         backend = str(extra.get("backend", "mooncake")).lower()
         if backend not in _BACKENDS:
             raise ValueError(
@@ -129,10 +118,10 @@ class AscendStoreConfig:
             raise ValueError("kv_connector_extra_config['namespace'] must be a non-empty string")
 
         def integer(key: str, default: int) -> int:
-            return int(_number(key, extra[key], integer=True)) if key in extra else default
+            return int(positive_number(key, extra[key], integer=True)) if key in extra else default
 
         def seconds(key: str, default: float) -> float:
-            return _number(key, extra[key], integer=False) if key in extra else default
+            return positive_number(key, extra[key], integer=False) if key in extra else default
 
         return cls(
             backend=backend,

@@ -44,8 +44,8 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_scheduler imp
 )
 from vllm_ascend.distributed.kv_transfer.utils.device import (
     KVDevice,
-    iter_kv_tensors,
     resolve_device,
+    unique_kv_tensors,
 )
 from vllm_ascend.logger import init_logger
 
@@ -66,20 +66,6 @@ def parallel_ranks() -> tuple[int, int]:
     if not ps.model_parallel_is_initialized():
         return 0, 0
     return ps.get_tensor_model_parallel_rank(), ps.get_pp_group().rank_in_group
-
-
-def _unique_tensors(
-    kv_caches: Mapping[str, torch.Tensor | Sequence[torch.Tensor]],
-) -> list[torch.Tensor]:
-    # Layers that share a KV cache hand the same view more than once; it is stored once.
-    seen: set[tuple[int, tuple[int, ...], tuple[int, ...]]] = set()
-    out = []
-    for _, t in iter_kv_tensors(kv_caches):
-        key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()))
-        if key not in seen:
-            seen.add(key)
-            out.append(t)
-    return out
 
 
 class KVPoolWorker:
@@ -147,7 +133,7 @@ class KVPoolWorker:
             ValueError: a KV cache tensor without a usable block axis.
             BackendError: the store refused the memory registration.
         """
-        tensors = _unique_tensors(kv_caches)
+        tensors = unique_kv_tensors(kv_caches)
         self.device = resolve_device(tensors)
         self.layout = KVCacheLayout(tensors, self.num_blocks)
         self.backend.device = self.device.torch_device

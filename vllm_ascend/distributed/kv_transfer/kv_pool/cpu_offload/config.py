@@ -15,12 +15,16 @@ Unknown keys are errors (a typo must not silently fall back to a default).
 
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from vllm_ascend.distributed.kv_transfer.utils.extra_config import (
+    check_known_keys,
+    positive_number,
+)
 
 __all__ = [
     "DEFAULT_CPU_CAPACITY_BYTES",
@@ -45,17 +49,6 @@ def default_metadata_server_address(engine_id: str, dp_rank: int = 0) -> str:
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in engine_id)[:48]
     path = os.path.join(tempfile.gettempdir(), f"vllm-ascend-cpu-offload-{safe}-dp{dp_rank}.ipc")
     return f"ipc://{path}"
-
-
-def _positive_number(key: str, value: Any, *, integer: bool) -> float:
-    # bool is an int in Python; `true` in a JSON config is a mistake, not 1 byte.
-    ok_types = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, ok_types):
-        kind = "an integer" if integer else "a number"
-        raise ValueError(f"kv_connector_extra_config[{key!r}] must be {kind}, got {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"kv_connector_extra_config[{key!r}] must be positive, got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -83,25 +76,20 @@ class CPUOffloadConfig:
                 type, a capacity or timeout that is not positive, or both capacity keys.
         """
         extra = dict(extra or {})
-        unknown = sorted(set(extra) - set(_KEYS))
-        if unknown:
-            raise ValueError(
-                f"unknown CPU offload kv_connector_extra_config key(s) {unknown}; "
-                f"valid keys: {list(_KEYS)}"
-            )
+        check_known_keys(extra, _KEYS, connector="CPU offload")
         if "cpu_capacity_bytes" in extra and "cpu_capacity_gib" in extra:
             raise ValueError("set either cpu_capacity_bytes or cpu_capacity_gib, not both")
         capacity = DEFAULT_CPU_CAPACITY_BYTES
         if "cpu_capacity_bytes" in extra:
             capacity = int(
-                _positive_number("cpu_capacity_bytes", extra["cpu_capacity_bytes"], integer=True)
+                positive_number("cpu_capacity_bytes", extra["cpu_capacity_bytes"], integer=True)
             )
         elif "cpu_capacity_gib" in extra:
-            gib = _positive_number("cpu_capacity_gib", extra["cpu_capacity_gib"], integer=False)
+            gib = positive_number("cpu_capacity_gib", extra["cpu_capacity_gib"], integer=False)
             capacity = int(gib * GIB_BYTES)
         timeout = DEFAULT_RPC_TIMEOUT_S
         if "rpc_timeout_s" in extra:
-            timeout = _positive_number("rpc_timeout_s", extra["rpc_timeout_s"], integer=False)
+            timeout = positive_number("rpc_timeout_s", extra["rpc_timeout_s"], integer=False)
         address = extra.get("metadata_server_address")
         if address is None:
             address = default_metadata_server_address(engine_id, dp_rank)

@@ -7,10 +7,10 @@ kv_connector_extra_config={"cpu_capacity_gib": 8})` (keys: `config.py`). vLLM fi
 through `vllm_ascend.register_connector` (entry point `vllm.general_plugins`), or directly with
 `kv_connector_module_path` set to this module.
 
-The connector is a thin facade: by role it holds a `CPUOffloadingScheduler` (scheduler
-process) or a `CPUOffloadingWorker` (each worker) and forwards each `KVConnectorBase_V1`
-method to the side that owns it. The two sides share state through the metadata server
-(`metadata.py`), started by the scheduler side.
+The connector is a thin facade (`utils/connector_facade.py`): by role it holds a
+`CPUOffloadingScheduler` (scheduler process) or a `CPUOffloadingWorker` (each worker) and
+forwards each `KVConnectorBase_V1` method to the side that owns it. The two sides share state
+through the metadata server (`metadata.py`), started by the scheduler side.
 """
 
 from __future__ import annotations
@@ -18,11 +18,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import torch
-from vllm.distributed.kv_transfer.kv_connector.v1.base import (
-    KVConnectorBase_V1,
-    KVConnectorMetadata,
-    KVConnectorRole,
-)
 from vllm.v1.metrics.cache_hit_source import CacheHitSource
 
 from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.config import CPUOffloadConfig
@@ -33,20 +28,21 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.step_metadata impor
     CPUOffloadingConnectorMetadata,
 )
 from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.worker import CPUOffloadingWorker
+from vllm_ascend.distributed.kv_transfer.utils.connector_facade import KVConnectorFacade
 
 if TYPE_CHECKING:
     from vllm.attention.backends.abstract import AttentionMetadata
     from vllm.config import VllmConfig
     from vllm.forward_context import ForwardContext
-    from vllm.v1.core.kv_cache_manager import KVCacheBlocks
-    from vllm.v1.core.sched.output import SchedulerOutput
     from vllm.v1.kv_cache_interface import KVCacheConfig
     from vllm.v1.request import Request
 
 __all__ = ["CPUOffloadingConnector", "CPUOffloadingConnectorMetadata"]
 
 
-class CPUOffloadingConnector(KVConnectorBase_V1):
+class CPUOffloadingConnector(
+    KVConnectorFacade[CPUOffloadConfig, CPUOffloadingScheduler, CPUOffloadingWorker]
+):
     """Host-memory KV cache tier behind vLLM's prefix cache.
 
     Args:
@@ -62,28 +58,28 @@ class CPUOffloadingConnector(KVConnectorBase_V1):
 
     _cache_hit_source = CacheHitSource.HOST
 
-    def __init__(
-        self, vllm_config: VllmConfig, role: KVConnectorRole, kv_cache_config: KVCacheConfig
-    ) -> None:
-        super().__init__(vllm_config, role, kv_cache_config)
+    def _load_config(self, vllm_config: VllmConfig) -> CPUOffloadConfig:
         transfer = self._kv_transfer_config
-        config = CPUOffloadConfig.from_extra_config(
+        return CPUOffloadConfig.from_extra_config(
             transfer.kv_connector_extra_config,
             engine_id=str(transfer.engine_id),
             dp_rank=vllm_config.parallel_config.data_parallel_rank,
         )
-        self.config = config
-        self.scheduler: CPUOffloadingScheduler | None = None
-        self.worker: CPUOffloadingWorker | None = None
-        if role == KVConnectorRole.SCHEDULER:
-            self.scheduler = CPUOffloadingScheduler(vllm_config, kv_cache_config, config)
-        else:
-            from vllm.distributed.parallel_state import get_world_group
 
-            group = get_world_group()
-            self.worker = CPUOffloadingWorker(
-                config, kv_cache_config.num_blocks, group.rank_in_group, group.world_size
-            )
+    def _make_scheduler(
+        self, vllm_config: VllmConfig, kv_cache_config: KVCacheConfig
+    ) -> CPUOffloadingScheduler:
+        return CPUOffloadingScheduler(vllm_config, kv_cache_config, self.config)
+
+    def _make_worker(
+        self, vllm_config: VllmConfig, kv_cache_config: KVCacheConfig
+    ) -> CPUOffloadingWorker:
+        from vllm.distributed.parallel_state import get_world_group
+
+        group = get_world_group()
+        return CPUOffloadingWorker(
+            self.config, kv_cache_config.num_blocks, group.rank_in_group, group.world_size
+        )
 
     @property
     def requires_kv_delivery(self) -> bool:
@@ -92,20 +88,8 @@ class CPUOffloadingConnector(KVConnectorBase_V1):
 
     # ---- worker side ----------------------------------------------------------------------
 
-    def _worker(self) -> CPUOffloadingWorker:
-        assert self.worker is not None, "worker-side method called on the scheduler side"
-        return self.worker
-
-    def _meta(self) -> CPUOffloadingConnectorMetadata:
-        meta = self._get_connector_metadata()
-        assert isinstance(meta, CPUOffloadingConnectorMetadata)
-        return meta
-
-    def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
-        self._worker().register_kv_caches(kv_caches)
-
     def start_load_kv(self, forward_context: ForwardContext, **kwargs: Any) -> None:
-        self._worker().start_load_kv(self._meta())
+        self._worker().start_load_kv(self._step_metadata(CPUOffloadingConnectorMetadata))
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         # start_load_kv loads every layer before the forward pass.
@@ -122,29 +106,9 @@ class CPUOffloadingConnector(KVConnectorBase_V1):
         return
 
     def wait_for_save(self) -> None:
-        self._worker().wait_for_save(self._meta())
-
-    def get_block_ids_with_load_errors(self) -> set[int]:
-        return self._worker().get_block_ids_with_load_errors()
+        self._worker().wait_for_save(self._step_metadata(CPUOffloadingConnectorMetadata))
 
     # ---- scheduler side -------------------------------------------------------------------
-
-    def _scheduler(self) -> CPUOffloadingScheduler:
-        assert self.scheduler is not None, "scheduler-side method called on a worker"
-        return self.scheduler
-
-    def get_num_new_matched_tokens(
-        self, request: Request, num_computed_tokens: int
-    ) -> tuple[int | None, bool]:
-        return self._scheduler().get_num_new_matched_tokens(request, num_computed_tokens)
-
-    def update_state_after_alloc(
-        self, request: Request, blocks: KVCacheBlocks, num_external_tokens: int
-    ) -> None:
-        self._scheduler().update_state_after_alloc(request, blocks, num_external_tokens)
-
-    def build_connector_meta(self, scheduler_output: SchedulerOutput) -> KVConnectorMetadata:
-        return self._scheduler().build_connector_meta(scheduler_output)
 
     def request_finished(
         self, request: Request, block_ids: list[int]
@@ -154,11 +118,3 @@ class CPUOffloadingConnector(KVConnectorBase_V1):
 
     def reset_cache(self) -> bool | None:
         return self._scheduler().reset_cache()
-
-    # ---- both -----------------------------------------------------------------------------
-
-    def shutdown(self) -> None:
-        if self.scheduler is not None:
-            self.scheduler.shutdown()
-        if self.worker is not None:
-            self.worker.shutdown()

@@ -37,35 +37,18 @@ from vllm_ascend.distributed.kv_transfer.utils.block_copy import (
 )
 from vllm_ascend.distributed.kv_transfer.utils.device import (
     KVDevice,
-    iter_kv_tensors,
     resolve_device,
+    unique_kv_tensors,
 )
 from vllm_ascend.logger import init_logger
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+# `unique_kv_tensors` lives in `utils/device.py`; it stays importable from here.
 __all__ = ["CPUOffloadingWorker", "unique_kv_tensors"]
 
 logger = init_logger(__name__)
-
-
-def unique_kv_tensors(
-    kv_caches: Mapping[str, torch.Tensor | Sequence[torch.Tensor]],
-) -> list[torch.Tensor]:
-    """The distinct KV cache tensors of a vLLM `kv_caches` mapping, in layer order.
-
-    Layers that share a KV cache (cross-layer sharing) hand the same view twice; it is stored
-    once.
-    """
-    seen: set[tuple[int, tuple[int, ...], tuple[int, ...]]] = set()
-    out: list[torch.Tensor] = []
-    for _, t in iter_kv_tensors(kv_caches):
-        key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()))
-        if key not in seen:
-            seen.add(key)
-            out.append(t)
-    return out
 
 
 class CPUOffloadingWorker:

@@ -3,6 +3,8 @@
 - `Backend` (`backend.py`): the abstract contract (raw addresses, bytes, per-key codes).
 - `MooncakeBackend` (`mooncake_backend.py`): Mooncake store (`mooncake-transfer-engine`).
 - `MemcacheBackend` (`memcache_backend.py`): MemCache (`memcache-hybrid`).
+- `_store_client.py`: what those two share (settings from inline config or a JSON file, the
+  `exists`/`register_buffer` checks, the TCP liveness probe, `close`).
 
 The names are resolved lazily (PEP 562), so importing this package needs neither store's
 package; `backend_class(name)` maps the `kv_connector_extra_config["backend"]` value to a class.

@@ -34,14 +34,15 @@ process (so it is refused here).
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend._store_client import (
+    StoreClientBackend,
+    read_store_settings,
+)
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (
-    Backend,
     BackendError,
     parse_byte_size,
     probe_tcp,
@@ -156,20 +157,10 @@ class MemcacheStoreConfig:
             ValueError: neither is given, the file cannot be read or parsed, or a value is
                 invalid.
         """
-        if inline is not None:
-            return cls.from_mapping(inline, "kv_connector_extra_config['memcache']")
-        path = os.environ.get(CONFIG_PATH_ENV)
-        if not path:
-            raise ValueError(
-                "no MemCache store config: set kv_connector_extra_config['memcache'] or "
-                f"${CONFIG_PATH_ENV} to a JSON file"
-            )
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"${CONFIG_PATH_ENV}={path}: cannot read the JSON: {exc}") from None
-        return cls.from_mapping(data, f"${CONFIG_PATH_ENV}={path}")
+        data, source = read_store_settings(
+            inline, key="memcache", store="MemCache", env=CONFIG_PATH_ENV
+        )
+        return cls.from_mapping(data, source)
 
 
 def _current_npu() -> int:
@@ -182,7 +173,7 @@ def _current_npu() -> int:
     return int(npu.current_device()) if npu is not None and npu.is_available() else 0
 
 
-class MemcacheBackend(Backend):
+class MemcacheBackend(StoreClientBackend):
     """A MemCache client (see the module docstring for the configuration).
 
     Args:
@@ -199,6 +190,7 @@ class MemcacheBackend(Backend):
     """
 
     name = "memcache"
+    store_name = "MemCache"
 
     def __init__(
         self,
@@ -276,8 +268,7 @@ class MemcacheBackend(Backend):
         if self.lookup_only:
             # The binding crashes the process (SIGSEGV) on a client-only store.
             raise BackendError("MemCache register_buffer needs a worker store, not lookup_only")
-        if len(ptrs) != len(lengths) or any(n <= 0 for n in lengths):
-            raise ValueError(f"register_buffer: {len(ptrs)} pointers, lengths {list(lengths)}")
+        self._check_buffers(ptrs, lengths)
         for ptr, length in zip(ptrs, lengths, strict=True):
             rc = self._store.register_buffer(ptr, length)
             if rc != 0:
@@ -286,15 +277,11 @@ class MemcacheBackend(Backend):
     def exists(self, keys: Sequence[str]) -> list[int]:
         if not keys:
             return []
-        results = [int(r) for r in self._store.batch_is_exist(list(keys))]
-        bad = [r for r in results if r < 0]
-        if bad:
-            raise BackendError(
-                f"MemCache batch_is_exist failed for {len(bad)} of {len(keys)} keys "
-                f"(code {bad[0]}), MetaService {self.config.meta_service_url}",
-                bad[0],
-            )
-        return [1 if r > 0 else 0 for r in results]
+        return self._presence(
+            self._store.batch_is_exist(list(keys)),
+            keys,
+            f"MetaService {self.config.meta_service_url}",
+        )
 
     def put(
         self, keys: Sequence[str], addrs: Sequence[Sequence[int]], sizes: Sequence[Sequence[int]]
@@ -333,12 +320,3 @@ class MemcacheBackend(Backend):
         # The binding does not document its success value (untestable without an NPU): both 0
         # and a byte count are read as success; the Backend contract wants bytes written.
         return [sum(s) if int(r) == 0 else int(r) for r, s in zip(results, sizes, strict=True)]
-
-    def is_reachable(self) -> bool:
-        return probe_tcp(*self._address, timeout_s=0.5) is None
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._store.close()

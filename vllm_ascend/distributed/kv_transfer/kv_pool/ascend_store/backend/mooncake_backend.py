@@ -30,14 +30,16 @@ the master is probed first); an unknown `metadata_server` scheme aborts the whol
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend._store_client import (
+    StoreClientBackend,
+    read_store_settings,
+)
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (
-    Backend,
     BackendError,
     parse_byte_size,
     probe_tcp,
@@ -181,23 +183,13 @@ class MooncakeStoreConfig:
             ValueError: neither is given, the file cannot be read or parsed, or a value is
                 invalid.
         """
-        if inline is not None:
-            return cls.from_mapping(inline, "kv_connector_extra_config['mooncake']")
-        path = os.environ.get(CONFIG_PATH_ENV)
-        if not path:
-            raise ValueError(
-                "no Mooncake store config: set kv_connector_extra_config['mooncake'] or "
-                f"${CONFIG_PATH_ENV} to a JSON file"
-            )
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ValueError(f"${CONFIG_PATH_ENV}={path}: cannot read the JSON: {exc}") from None
-        return cls.from_mapping(data, f"${CONFIG_PATH_ENV}={path}")
+        data, source = read_store_settings(
+            inline, key="mooncake", store="Mooncake", env=CONFIG_PATH_ENV
+        )
+        return cls.from_mapping(data, source)
 
 
-class MooncakeBackend(Backend):
+class MooncakeBackend(StoreClientBackend):
     """A Mooncake store client (see the module docstring for the configuration).
 
     Args:
@@ -215,6 +207,7 @@ class MooncakeBackend(Backend):
     """
 
     name = "mooncake"
+    store_name = "Mooncake"
 
     def __init__(
         self,
@@ -280,8 +273,7 @@ class MooncakeBackend(Backend):
         return self._store
 
     def register_buffer(self, ptrs: Sequence[int], lengths: Sequence[int]) -> None:
-        if len(ptrs) != len(lengths) or any(n <= 0 for n in lengths):
-            raise ValueError(f"register_buffer: {len(ptrs)} pointers, lengths {list(lengths)}")
+        self._check_buffers(ptrs, lengths)
         for ptr, length in zip(ptrs, lengths, strict=True):
             rc = self._store.register_buffer(ptr, length)
             if rc != 0:
@@ -294,15 +286,11 @@ class MooncakeBackend(Backend):
     def exists(self, keys: Sequence[str]) -> list[int]:
         if not keys:
             return []
-        results = list(self._store.batch_is_exist(list(keys)))
-        bad = [r for r in results if r < 0]
-        if bad:
-            raise BackendError(
-                f"Mooncake batch_is_exist failed for {len(bad)} of {len(keys)} keys "
-                f"(code {bad[0]}), master {self.config.master_server_address}",
-                bad[0],
-            )
-        return [1 if r > 0 else 0 for r in results]
+        return self._presence(
+            self._store.batch_is_exist(list(keys)),
+            keys,
+            f"master {self.config.master_server_address}",
+        )
 
     def put(
         self, keys: Sequence[str], addrs: Sequence[Sequence[int]], sizes: Sequence[Sequence[int]]
@@ -350,12 +338,3 @@ class MooncakeBackend(Backend):
             Per key: 0 removed, a negative code otherwise (-704 not found).
         """
         return [int(r) for r in self._store.batch_remove(list(keys), True)]
-
-    def is_reachable(self) -> bool:
-        return probe_tcp(*self._address, timeout_s=0.5) is None
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._store.close()

@@ -1,0 +1,92 @@
+"""What the scheduler sides of the two Mooncake P/D connectors share (`P2PSchedulerBase`).
+
+Both the pull (`scheduler.py`) and the layerwise push (`layerwise_scheduler.py`) scheduler:
+
+- read a decode request's `kv_transfer_params` the same way: only on a consumer instance, only
+  with `do_remote_prefill`, and an invalid set is counted (`invalid_params`), logged and turned
+  into a local prefill (`do_remote_prefill` cleared) rather than failing the request; only the
+  parser of the parameters differs (`_parse_remote`);
+- hold a finished prefill request's blocks (`held`: request id -> block count) until the
+  workers report the request in `finished_sending`;
+- report the same `stats()` shape (their counters plus `held_requests`/`held_blocks`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+from vllm.v1.request import RequestStatus
+
+from vllm_ascend.distributed.kv_transfer.kv_p2p.config import MooncakeP2PConfig
+from vllm_ascend.logger import init_logger
+
+if TYPE_CHECKING:
+    from vllm.v1.outputs import KVConnectorOutput
+    from vllm.v1.request import Request
+
+    from vllm_ascend.distributed.kv_transfer.kv_p2p.kv_params import RemotePrefill
+
+__all__ = ["HANDOFF_STATES", "P2PSchedulerBase"]
+
+logger = init_logger(__name__)
+
+# A prefill request that ends in one of these states hands its KV to a decode instance;
+# anything else (abort, error) frees its blocks at once.
+HANDOFF_STATES = (RequestStatus.FINISHED_LENGTH_CAPPED, RequestStatus.FINISHED_STOPPED)
+
+
+class P2PSchedulerBase(ABC):
+    """Scheduler-side state both Mooncake P/D connectors keep.
+
+    Args:
+        config: the connector's settings.
+        counters: the subclass's counters, all starting at 0; must include `invalid_params`.
+    """
+
+    def __init__(self, config: MooncakeP2PConfig, counters: dict[str, int]) -> None:
+        self.config = config
+        # Prefill requests whose blocks are held for a reader: request id -> block count.
+        self.held: dict[str, int] = {}
+        self.counters = counters
+
+    @abstractmethod
+    def _parse_remote(self, params: dict[str, Any]) -> RemotePrefill:
+        """The prefill location in a decode request's `kv_transfer_params`.
+
+        Raises:
+            ValueError: a missing or malformed parameter.
+        """
+
+    def _remote_prefill(self, request: Request) -> RemotePrefill | None:
+        # None: not a remote-prefill request on this instance, or its parameters are invalid.
+        params = request.kv_transfer_params
+        if not params or not params.get("do_remote_prefill") or not self.config.is_consumer:
+            return None
+        try:
+            return self._parse_remote(params)
+        except ValueError as exc:
+            self.counters["invalid_params"] += 1
+            logger.warning(
+                "request %s: ignoring invalid kv_transfer_params (%s); computing its prompt "
+                "locally",
+                request.request_id,
+                exc,
+            )
+            params["do_remote_prefill"] = False
+            return None
+
+    def update_connector_output(self, connector_output: KVConnectorOutput) -> None:
+        for request_id in connector_output.finished_sending or ():
+            self.held.pop(request_id, None)
+
+    def stats(self) -> dict[str, int]:
+        """Counters, plus `held_requests`/`held_blocks` (prefill blocks awaiting a reader)."""
+        return {
+            **self.counters,
+            "held_requests": len(self.held),
+            "held_blocks": sum(self.held.values()),
+        }
+
+    def shutdown(self) -> None:  # noqa: B027 - a no-op on purpose, not a hook to override
+        """Nothing to release: the scheduler side owns no thread, socket or memory."""
