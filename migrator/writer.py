@@ -19,12 +19,13 @@ def atomic_write(path: Path, data: bytes) -> None:
     mix. Permission bits are copied from the original.
 
     Raises:
-        WriteRefused: the file has no write permission bit (checked explicitly: root may
-            write anything, but a read-only file is a user's decision to respect).
+        WriteRefused: this process may not write the file (`os.access`, so as for any other
+            write: a mode-0444 file is read-only to its owner, not to root). Checked first,
+            because a rename into a writable folder would replace it anyway.
         OSError: the temporary file cannot be created or renamed.
     """
     info = path.stat()
-    if not info.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+    if not os.access(path, os.W_OK):
         raise WriteRefused(f"read-only file (mode {stat.filemode(info.st_mode)})")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".vam-tmp", dir=path.parent)
     try:

@@ -9,9 +9,12 @@ the same run processed, exit 1.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -157,9 +160,27 @@ UNDECODABLE_MD = f"Use `{OLD}` (caf\xe9).\n".encode("latin-1")
 READ_ONLY_PY = STALE.encode()
 
 
+# Root may write a mode-0444 file (as `cp` copies of the shared cases are), so the read-only
+# case runs vam as an unprivileged user when the tests run as root.
+AS_USER = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+
+
+def vam_as_user(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*AS_USER, sys.executable, "-m", "migrator", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 @pytest.fixture
-def mixed(tmp_path: Path) -> Path:
-    root = tmp_path / "mixed"
+def mixed(tmp_path: Path) -> Iterator[Path]:
+    # Outside pytest's private tmp folder, so the unprivileged user can reach it.
+    base = Path(tempfile.mkdtemp(prefix="vam-bad-input-"))
+    base.chmod(0o777)
+    root = base / "mixed"
     (root / "pkg").mkdir(parents=True)
     files = {
         "pkg/a_good.py": STALE.encode(),
@@ -171,9 +192,13 @@ def mixed(tmp_path: Path) -> Path:
     }
     for name, data in files.items():
         (root / name).write_bytes(data)
+        (root / name).chmod(0o666)
         os.utime(root / name, ns=(PAST, PAST))
+    root.chmod(0o777)
+    (root / "pkg").chmod(0o777)
     (root / "pkg" / "readonly.py").chmod(0o444)
-    return root
+    yield root
+    shutil.rmtree(base, ignore_errors=True)
 
 
 FAILED = {
@@ -185,7 +210,7 @@ FAILED = {
 
 
 def test_failures_are_reported_and_the_other_files_processed(mixed: Path) -> None:
-    result = vam("migrate", ".", cwd=mixed)
+    result = vam_as_user("migrate", ".", cwd=mixed)
 
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr
@@ -215,9 +240,9 @@ def test_failures_are_reported_and_the_other_files_processed(mixed: Path) -> Non
 
 
 def test_a_second_run_reports_the_same_failures_and_changes_nothing(mixed: Path) -> None:
-    first = vam("migrate", ".", cwd=mixed)
+    first = vam_as_user("migrate", ".", cwd=mixed)
     snapshot = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in mixed.rglob("*") if p.is_file()}
-    second = vam("migrate", ".", cwd=mixed)
+    second = vam_as_user("migrate", ".", cwd=mixed)
     assert second.returncode == 1
     assert [line for line in second.stderr.splitlines() if ": VAM9" in line] == [
         line for line in first.stderr.splitlines() if ": VAM9" in line

@@ -4,6 +4,7 @@ migrate to its `.expected` file byte for byte, and a second run must change noth
 from __future__ import annotations
 
 import filecmp
+import os
 import shutil
 from pathlib import Path
 
@@ -48,10 +49,16 @@ def test_every_case_is_collected() -> None:
 @pytest.mark.parametrize(("source", "expected"), _cases(), ids=lambda p: p.name)
 def test_case(source: Path, expected: Path, tmp_path: Path) -> None:
     work = tmp_path / source.name
+    # Copied like `cp -r` does (the recipe in shared/cases/README.md): mode bits included,
+    # and the shared cases are read-only (0444) - which root may still write.
     if source.is_dir():
         shutil.copytree(source, work)
     else:
-        shutil.copyfile(source, work)
+        shutil.copy2(source, work)
+    for path in [work, *work.rglob("*")]:
+        if path.is_file():
+            # As handed over (0444); only root may write those, so others get u+w.
+            path.chmod(0o444 if os.geteuid() == 0 else 0o644)
     invalid = "-invalid-" in source.name
 
     first = vam("migrate", str(work))
