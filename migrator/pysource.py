@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from migrator import findings as F
 from migrator import text as T
@@ -27,14 +27,13 @@ from migrator.imports import (
     import_findings,
     plan_from_import,
 )
+from migrator.locator import NEWLINE, Locator, Sites, SourceMap, dotted_name, top_level_aliases
 from migrator.resolver import Resolver
 
-_NEWLINE = re.compile(r"\r\n|\r|\n")
 _REST_IS_COMMENT = re.compile(r"[ \t\f]*(#[^\r\n]*)?")
 _DOCTEST_IMPORT = re.compile(r"(?m)^([ \t]*>>>[ \t]+)((?:from|import)[ \t][^\r\n]*)$")
 # A dotted prefix completed at run time: f"pkg.{x}", "pkg.{}".format(x), "pkg.%s" % x.
 _OPEN_PREFIX = re.compile(rf"(?<![A-Za-z0-9_.])({T.IDENT}(?:\.{T.IDENT})*)\.(?:\{{|%)")
-_DOCSTRING_OWNERS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 @dataclass(frozen=True)
@@ -53,121 +52,6 @@ class _Edit:
     start: int
     end: int
     new: str
-
-
-class SourceMap:
-    """Offsets of a text by (line, column): ast reports UTF-8 byte columns, we edit str."""
-
-    def __init__(self, text: str):
-        self.text = text
-        self.starts = [0, *(m.end() for m in _NEWLINE.finditer(text))]
-
-    def line(self, number: int) -> str:
-        end = self.starts[number] if number < len(self.starts) else len(self.text)
-        return self.text[self.starts[number - 1] : end]
-
-    def offset(self, lineno: int, col_bytes: int) -> int:
-        line = self.line(lineno)
-        if not line.isascii():
-            col_bytes = len(line.encode("utf-8")[:col_bytes].decode("utf-8", "ignore"))
-        return self.starts[lineno - 1] + col_bytes
-
-    def span(self, node: ast.expr | ast.stmt) -> tuple[int, int]:
-        end_line, end_col = node.end_lineno or node.lineno, node.end_col_offset or 0
-        return self.offset(node.lineno, node.col_offset), self.offset(end_line, end_col)
-
-    def position(self, offset: int) -> tuple[int, int]:
-        """1-based (line, column) of a character offset."""
-        lo, hi = 0, len(self.starts)
-        while lo + 1 < hi:
-            mid = (lo + hi) // 2
-            if self.starts[mid] <= offset:
-                lo = mid
-            else:
-                hi = mid
-        return lo + 1, offset - self.starts[lo] + 1
-
-    def line_end(self, offset: int) -> int:
-        """Offset of the newline that ends the line holding `offset` (or end of text)."""
-        match = _NEWLINE.search(self.text, offset)
-        return match.start() if match else len(self.text)
-
-    def indentation(self, offset: int) -> str | None:
-        """Leading whitespace of the line holding `offset`, or None if code precedes it."""
-        number, column = self.position(offset)
-        before = self.line(number)[: column - 1]
-        return before if not before.strip() else None
-
-
-@dataclass
-class _Sites:
-    """What the locator found on the lines worth looking at."""
-
-    imports: list[ast.stmt] = field(default_factory=list)
-    chains: list[tuple[ast.Attribute, str]] = field(default_factory=list)
-    strings: list[ast.Constant] = field(default_factory=list)
-    fstrings: list[ast.JoinedStr] = field(default_factory=list)
-    calls: list[ast.Call] = field(default_factory=list)
-    docstrings: set[int] = field(default_factory=set)
-
-
-class _Locator:
-    """Walks only the parts of the tree that cover a trigger line."""
-
-    def __init__(self, lines: set[int], packages: tuple[str, ...], aliases: dict[str, str]):
-        self.lines = lines
-        self.first, self.last = min(lines), max(lines)
-        self.heads = set(packages) | set(aliases)
-        self.sites = _Sites()
-
-    def _covers(self, node: ast.AST) -> bool:
-        start = getattr(node, "lineno", None)
-        if start is None:
-            return True
-        decorators = getattr(node, "decorator_list", None)
-        if decorators:
-            start = min(start, *(d.lineno for d in decorators))
-        end = node.end_lineno or start  # type: ignore[attr-defined]
-        if end < self.first or start > self.last:
-            return False
-        return any(line in self.lines for line in range(start, end + 1))
-
-    def visit(self, node: ast.AST) -> None:
-        if isinstance(node, _DOCSTRING_OWNERS):
-            body = node.body
-            if (
-                body
-                and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)
-            ):
-                self.sites.docstrings.add(id(body[0].value))
-        for child in ast.iter_child_nodes(node):
-            if self._covers(child) and self._take(child):
-                self.visit(child)
-
-    def _take(self, node: ast.AST) -> bool:
-        """Record `node` if it is a site; True to look inside it."""
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            self.sites.imports.append(node)
-            return False
-        if isinstance(node, ast.Attribute):
-            name = _dotted(node)
-            if name is None:
-                return True
-            if name.partition(".")[0] in self.heads:
-                self.sites.chains.append((node, name))
-            return False
-        if isinstance(node, ast.Constant):
-            if isinstance(node.value, (str, bytes)):
-                self.sites.strings.append(node)
-            return False
-        if isinstance(node, ast.JoinedStr):
-            self.sites.fstrings.append(node)
-            return False
-        if isinstance(node, ast.Call):
-            self.sites.calls.append(node)
-        return True
 
 
 class PythonRewriter:
@@ -192,8 +76,8 @@ class PythonRewriter:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SyntaxWarnings of the user's code are not ours
             tree = ast.parse(text)
-        aliases = _top_level_aliases(tree, options.package)
-        locator = _Locator(lines, self.resolver.packages, aliases)
+        aliases = top_level_aliases(tree, options.package)
+        locator = Locator(lines, self.resolver.packages, aliases)
         locator.visit(tree)
         run = _Run(
             self.resolver,
@@ -237,7 +121,7 @@ class _Run:
         # (new module, old module) -> chain edits that need `import new.module` to work.
         self.needed_imports: dict[tuple[str, str], list[tuple[_Edit, F.Finding]]] = {}
         self.import_lines: set[int] = set()
-        nl = _NEWLINE.search(smap.text)
+        nl = NEWLINE.search(smap.text)
         self.newline = nl.group() if nl else "\n"
 
     # -- bookkeeping -----------------------------------------------------------------------
@@ -337,7 +221,7 @@ class _Run:
             return
         if len(new_module.body) > 1 and indent is None:
             new = "; ".join(cst.Module(body=[s]).code.rstrip("\r\n") for s in new_module.body)
-        elif len(new_module.body) > 1 or transformer.wrapped or not _NEWLINE.search(segment):
+        elif len(new_module.body) > 1 or transformer.wrapped or not NEWLINE.search(segment):
             # Lines this rewrite created sit at the statement's own indentation.
             new = new.replace(self.newline, self.newline + (indent or ""))
         self.edits.append(_Edit(start, end, new))
@@ -430,11 +314,21 @@ class _Run:
             rest = _REST_IS_COMMENT.match(self.smap.text, end)
             if indent is None or rest is None or rest.end() != line_end:
                 for _, finding in chains:
-                    self.findings.append(F.Finding(
-                        "", finding.line, finding.col, F.NEEDS_HUMAN, "attribute",
-                        f"{finding.message}; it needs `import {new}` next to `import {old}` "
-                        f"(line {self.smap.position(start)[0]}), which shares its line with "
-                        "other code", finding.old, finding.new, finding.step))
+                    self.findings.append(
+                        F.Finding(
+                            "",
+                            finding.line,
+                            finding.col,
+                            F.NEEDS_HUMAN,
+                            "attribute",
+                            f"{finding.message}; it needs `import {new}` next to `import {old}` "
+                            f"(line {self.smap.position(start)[0]}), which shares its line with "
+                            "other code",
+                            finding.old,
+                            finding.new,
+                            finding.step,
+                        )
+                    )
                 continue
             self._commit(chains)
             self.edits.append(_Edit(line_end, line_end, f"{self.newline}{indent}import {new}"))
@@ -486,10 +380,17 @@ class _Run:
             parent = match.group(1)
             children = self.resolver.moved_children(parent) if self.resolver.is_ours(parent) else {}
             if children and not self._skip(start, end):
-                self.findings.append(self._at(F.needs_human(
-                    "string", f"'{parent}.' is completed at run time (a format field); names "
-                    f"below it moved ({', '.join(sorted(children))})", old=parent),
-                    match.start()))
+                self.findings.append(
+                    self._at(
+                        F.needs_human(
+                            "string",
+                            f"'{parent}.' is completed at run time (a format field); names "
+                            f"below it moved ({', '.join(sorted(children))})",
+                            old=parent,
+                        ),
+                        match.start(),
+                    )
+                )
 
     def _doctest_imports(self, start: int, end: int, kind: str) -> list[tuple[int, int]]:
         """Import statements in doctest lines (`>>> from m import x`) of a string literal
@@ -536,7 +437,7 @@ class _Run:
                 a.value for a in args if isinstance(a, ast.Constant) and isinstance(a.value, str)
             ]
             parents = strings + [
-                n for n in (_dotted(a) for a in args if isinstance(a, ast.Attribute)) if n
+                n for n in (dotted_name(a) for a in args if isinstance(a, ast.Attribute)) if n
             ]
             for parent in parents:
                 if not self.resolver.is_ours(parent) or self.resolver.resolve(parent).changed:
@@ -564,7 +465,7 @@ class _Run:
 
     # -- comments --------------------------------------------------------------------------
 
-    def comments(self, lines: set[int], sites: _Sites) -> None:
+    def comments(self, lines: set[int], sites: Sites) -> None:
         if not self.options.comments:
             return
         wanted = lines - self.import_lines
@@ -589,9 +490,8 @@ class _Run:
                 new = (self.newline + indent).join(new_lines)
             self.edits.append(_Edit(start, end, new))
 
-
     def _string_spans_by_line(
-        self, sites: _Sites, wanted: set[int]
+        self, sites: Sites, wanted: set[int]
     ) -> dict[int, list[tuple[int, int]]]:
         """Spans of the string literals that touch each wanted line (so `#` in them is no
         comment), indexed by line: one pass, however many strings and comments a file has."""
@@ -613,35 +513,3 @@ def _comment_start(line: str, line_start: int, spans: list[tuple[int, int]]) -> 
             return index
         index = line.find("#", index + 1)
     return None
-
-
-def _dotted(node: ast.expr) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
-def _top_level_aliases(tree: ast.Module, package: str | None) -> dict[str, str]:
-    """Local names bound by module-level imports to a dotted path (`import a.b as m`)."""
-    aliases: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            aliases.update({a.asname: a.name for a in node.names if a.asname})
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                if not package:
-                    continue
-                parts = package.split(".")
-                if node.level - 1 >= len(parts):
-                    continue
-                base = ".".join([*parts[: len(parts) - node.level + 1], *([base] if base else [])])
-            for alias in node.names:
-                if alias.name != "*":
-                    aliases[alias.asname or alias.name] = f"{base}.{alias.name}"
-    return aliases
