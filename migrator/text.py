@@ -72,8 +72,10 @@ def _dotted_edit(match: re.Match[str], resolver: Resolver) -> TextEdit | None:
         # Entry-point form `pkg.mod:obj`: the object may itself be a moved symbol.
         as_symbol = resolver.resolve(f"{name}.{obj}")
         module = resolver.resolve_module(name)
-        if as_symbol.hits and as_symbol.first.kind == "symbol":
-            new_module, _, new_obj = as_symbol.new.rpartition(".")
+        new_module, _, new_obj = as_symbol.new.rpartition(".")
+        # The object may be a moved symbol, or `module.obj` may land on a path a later rule
+        # moves on (an intermediate path): the entry point follows its dotted twin.
+        if as_symbol.hits and (as_symbol.first.kind == "symbol" or new_module != module.new):
             return TextEdit(
                 match.start(),
                 match.end(),

@@ -244,6 +244,22 @@ def test_form7_strings() -> None:
         ''')
 
 
+def test_form7_entry_point_follows_its_dotted_twin() -> None:
+    # `mod:obj` names `mod.obj`: when that dotted name moves on past the module's own move
+    # (an intermediate path, or a module moved out of an unmoved package), so does the entry.
+    assert migrate('''\
+        a = "vllm_ascend.distributed.kvpool:metadata"
+        b = "vllm_ascend.distributed:mooncake_connector"
+        c = "vllm_ascend.distributed.kvpool:AscendStoreConnector"
+        d = "vllm_ascend.distributed.utils:fc3_all_gather_and_maybe_unpad_impl"
+        ''') == d('''\
+        a = "vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload:metadata"
+        b = "vllm_ascend.distributed.kv_transfer.kv_p2p:mooncake_connector"
+        c = "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store:AscendStoreConnector"
+        d = "vllm_ascend.distributed.utils:fc3_all_gather_and_maybe_unpad_impl"
+        ''')
+
+
 # -- 8. file paths ----------------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import io
 import itertools
+import os
 import re
 import tokenize
 from collections.abc import Callable
@@ -535,7 +536,7 @@ def modules(draw: st.DrawFn) -> Planted:
 
 ENGINE = Engine(Resolver(PACK, None, STEP_VERSION), Options())
 SETTINGS = settings(
-    max_examples=500,
+    max_examples=int(os.environ.get("VAM_HYPOTHESIS_EXAMPLES", "500")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
