@@ -72,65 +72,6 @@ class Sites:
     docstrings: set[int] = field(default_factory=set)
 
 
-class _Locator:
-    """Walks only the parts of the tree that cover a trigger line."""
-
-    def __init__(self, lines: set[int], packages: tuple[str, ...], aliases: dict[str, str]):
-        self.lines = lines
-        self.first, self.last = min(lines), max(lines)
-        self.heads = set(packages) | set(aliases)
-        self.sites = Sites()
-
-    def _covers(self, node: ast.AST) -> bool:
-        start = getattr(node, "lineno", None)
-        if start is None:
-            return True
-        decorators = getattr(node, "decorator_list", None)
-        if decorators:
-            start = min(start, *(d.lineno for d in decorators))
-        end = node.end_lineno or start  # type: ignore[attr-defined]
-        if end < self.first or start > self.last:
-            return False
-        return any(line in self.lines for line in range(start, end + 1))
-
-    def visit(self, node: ast.AST) -> None:
-        if isinstance(node, _DOCSTRING_OWNERS):
-            body = node.body
-            if (
-                body
-                and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)
-            ):
-                self.sites.docstrings.add(id(body[0].value))
-        for child in ast.iter_child_nodes(node):
-            if self._covers(child) and self._take(child):
-                self.visit(child)
-
-    def _take(self, node: ast.AST) -> bool:
-        """Record `node` if it is a site; True to look inside it."""
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            self.sites.imports.append(node)
-            return False
-        if isinstance(node, ast.Attribute):
-            name = dotted_name(node)
-            if name is None:
-                return True
-            if name.partition(".")[0] in self.heads:
-                self.sites.chains.append((node, name))
-            return False
-        if isinstance(node, ast.Constant):
-            if isinstance(node.value, (str, bytes)):
-                self.sites.strings.append(node)
-            return False
-        if isinstance(node, ast.JoinedStr):
-            self.sites.fstrings.append(node)
-            return False
-        if isinstance(node, ast.Call):
-            self.sites.calls.append(node)
-        return True
-
-
 class Locator:
     """Walks only the parts of the tree that cover a trigger line."""
 
