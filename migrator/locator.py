@@ -9,19 +9,19 @@ table package (or a local alias of one), string literals, f-strings and calls.
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, field
 
-NEWLINE = re.compile(r"\r\n|\r|\n")
+from migrator.text import NEWLINE, LineIndex
+
 _DOCSTRING_OWNERS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-class SourceMap:
+class SourceMap(LineIndex):
     """Offsets of a text by (line, column): ast reports UTF-8 byte columns, we edit str."""
 
     def __init__(self, text: str):
+        super().__init__(text)
         self.text = text
-        self.starts = [0, *(m.end() for m in NEWLINE.finditer(text))]
 
     def line(self, number: int) -> str:
         end = self.starts[number] if number < len(self.starts) else len(self.text)
@@ -36,17 +36,6 @@ class SourceMap:
     def span(self, node: ast.expr | ast.stmt) -> tuple[int, int]:
         end_line, end_col = node.end_lineno or node.lineno, node.end_col_offset or 0
         return self.offset(node.lineno, node.col_offset), self.offset(end_line, end_col)
-
-    def position(self, offset: int) -> tuple[int, int]:
-        """1-based (line, column) of a character offset."""
-        lo, hi = 0, len(self.starts)
-        while lo + 1 < hi:
-            mid = (lo + hi) // 2
-            if self.starts[mid] <= offset:
-                lo = mid
-            else:
-                hi = mid
-        return lo + 1, offset - self.starts[lo] + 1
 
     def line_end(self, offset: int) -> int:
         """Offset of the newline that ends the line holding `offset` (or end of text)."""

@@ -27,7 +27,7 @@ from migrator.imports import (
     import_findings,
     plan_from_import,
 )
-from migrator.locator import NEWLINE, Locator, Sites, SourceMap, dotted_name, top_level_aliases
+from migrator.locator import Locator, Sites, SourceMap, dotted_name, top_level_aliases
 from migrator.resolver import Resolver
 
 _REST_IS_COMMENT = re.compile(r"[ \t\f]*(#[^\r\n]*)?")
@@ -121,7 +121,7 @@ class _Run:
         # (new module, old module) -> chain edits that need `import new.module` to work.
         self.needed_imports: dict[tuple[str, str], list[tuple[_Edit, F.Finding]]] = {}
         self.import_lines: set[int] = set()
-        nl = NEWLINE.search(smap.text)
+        nl = T.NEWLINE.search(smap.text)
         self.newline = nl.group() if nl else "\n"
 
     # -- bookkeeping -----------------------------------------------------------------------
@@ -221,7 +221,7 @@ class _Run:
             return
         if len(new_module.body) > 1 and indent is None:
             new = "; ".join(cst.Module(body=[s]).code.rstrip("\r\n") for s in new_module.body)
-        elif len(new_module.body) > 1 or transformer.wrapped or not NEWLINE.search(segment):
+        elif len(new_module.body) > 1 or transformer.wrapped or not T.NEWLINE.search(segment):
             # Lines this rewrite created sit at the statement's own indentation.
             new = new.replace(self.newline, self.newline + (indent or ""))
         self.edits.append(_Edit(start, end, new))

@@ -9,6 +9,7 @@ digit or `_`, so CJK text, quotes and backslash escapes all end it.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -19,7 +20,7 @@ IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 PRAGMA_FILE = "vam: ignore-file"
 # `vam: ignore` silences a line; `vam: ignore[VAI001]` names codes (only VAM codes concern us).
 _PRAGMA_LINE_RE = re.compile(r"vam:\s*ignore(?:\[([^\]]*)\])?(?![-\w])")
-_NEWLINES = re.compile(r"\r\n|\r|\n")
+NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ def ignored_lines(text: str) -> set[int]:
     """1-based numbers of the lines that carry a `vam: ignore` pragma."""
     if not _PRAGMA_LINE_RE.search(text):
         return set()
-    lines = _NEWLINES.split(text)
+    lines = NEWLINE.split(text)
     return {number for number, line in enumerate(lines, start=1) if _silences_vam(line)}
 
 
@@ -159,15 +160,8 @@ class LineIndex:
     """Maps offsets in a text to 1-based (line, column) pairs."""
 
     def __init__(self, text: str):
-        self._starts = [0]
-        self._starts.extend(m.end() for m in re.finditer(r"\r\n|\r|\n", text))
+        self.starts = [0, *(m.end() for m in NEWLINE.finditer(text))]
 
     def position(self, offset: int) -> tuple[int, int]:
-        lo, hi = 0, len(self._starts)
-        while lo + 1 < hi:
-            mid = (lo + hi) // 2
-            if self._starts[mid] <= offset:
-                lo = mid
-            else:
-                hi = mid
-        return lo + 1, offset - self._starts[lo] + 1
+        line = bisect_right(self.starts, offset)
+        return line, offset - self.starts[line - 1] + 1

@@ -8,8 +8,6 @@ rendered byte for byte. The transformer runs on one statement at a time: the loc
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
@@ -25,6 +23,7 @@ from migrator.imports import (
     plan_from_import,
     relative_module,
 )
+from migrator.text import NEWLINE
 from migrator.wrap import wrap_from_import
 
 
@@ -212,7 +211,7 @@ class ImportTransformer(cst.CSTTransformer):
         at the block's indentation; continuation lines carry their own)."""
         if self.ctx.line_length is None:
             return False
-        lines = _NEWLINE.split(cst.Module(body=[line]).code.rstrip("\r\n"))
+        lines = NEWLINE.split(cst.Module(body=[line]).code.rstrip("\r\n"))
         widths = [self.ctx.indent + len(lines[0]), *(len(rest) for rest in lines[1:])]
         return max(widths) > self.ctx.line_length
 
@@ -229,9 +228,6 @@ class ImportTransformer(cst.CSTTransformer):
         return line.with_changes(
             body=[wrap_from_import(line.body[0], self.ctx.style, self.ctx.indent, limit)]
         )
-
-
-_NEWLINE = re.compile(r"\r\n|\r|\n")
 
 
 def _join_comment(lines: list[str]) -> list[str]:
