@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .loader import load, parse
 from .schema import (
     ModuleMove,
     Pack,
@@ -15,11 +16,9 @@ from .schema import (
     Step,
     SymbolMove,
     is_dotted,
-    load,
-    parse,
-    validate,
     version_key,
 )
+from .validation import validate
 
 __all__ = [
     "ModuleMove",

@@ -1,6 +1,6 @@
 """A `vam migrate` run killed with SIGKILL mid-run leaves every file fully old or fully new.
 
-The contract (DESIGN.md §3): writes go through a temporary file and a rename in the same
+The contract (docs/architecture.md, "Writes"): writes go through a temporary file and a rename in the same
 directory, so a killed run never leaves a half-written user file. The tool's own temporary
 files (`.<name>.<random>.vam-tmp`) may be left behind by a SIGKILL - nothing can clean up
 after that signal - but they never take a user file's place; the test reports how many.

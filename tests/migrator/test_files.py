@@ -1,4 +1,4 @@
-"""Non-Python files (form 9), notebooks, and byte-level preservation (DESIGN §3)."""
+"""Non-Python files (form 9), notebooks, and byte-level preservation (docs/architecture.md, "Forms of reference")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One test per form of reference (DESIGN §3, 1-11), each asserting the exact output."""
+"""One test per form of reference (docs/architecture.md, "Forms of reference"), each asserting the exact output."""
 
 from __future__ import annotations
 

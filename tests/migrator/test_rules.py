@@ -13,7 +13,7 @@ from migrator import findings as F
 from migrator.resolver import Resolver
 from tests.migrator.conftest import REPO, rewrite, vam
 
-DESIGN_MODULES = {
+EXPECTED_MODULES = {
     "vllm_ascend.distributed.communicator":
         "vllm_ascend.distributed.device_communicators.npu_communicator",
     "vllm_ascend.distributed.mooncake_connector":
@@ -40,7 +40,7 @@ UTILS_NAMES = ("kv_alltoall_and_rearrange", "alltoall_and_rearrange", "rearrange
 def test_bundled_pack_is_design_table(pack: rules.Pack) -> None:
     assert [s.version for s in pack.steps] == ["0.14.0"]
     step = pack.steps[0]
-    assert {m.old: m.new for m in step.modules} == DESIGN_MODULES
+    assert {m.old: m.new for m in step.modules} == EXPECTED_MODULES
     assert {m.old for m in step.modules if m.intermediate} == {
         "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.metadata",
         "vllm_ascend.distributed.kv_transfer.ucm_connector"}
