@@ -48,9 +48,17 @@ import sys
 from rules import Pack, load_pack
 
 from ._hooks import ShimFinder
-from ._warn import MovedNameError, MovedNameWarning, ShimsConfigError, message, mode
+from ._warn import (
+    MovedAttributeError,
+    MovedNameError,
+    MovedNameWarning,
+    ShimsConfigError,
+    message,
+    mode,
+)
 
 __all__ = [
+    "MovedAttributeError",
     "MovedNameError",
     "MovedNameWarning",
     "ShimFinder",
@@ -65,7 +73,7 @@ __all__ = [
 _install_lock = _thread.allocate_lock()
 
 # Shown in tracebacks and usable in filters as `-W error::shims.MovedNameWarning`.
-for _cls in (MovedNameError, MovedNameWarning, ShimsConfigError, ShimFinder):
+for _cls in (MovedAttributeError, MovedNameError, MovedNameWarning, ShimsConfigError, ShimFinder):
     _cls.__module__ = __name__
 del _cls
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 from rules import Pack
 
 from ._table import Entry, resolve, runtime_rules
-from ._warn import report
+from ._warn import is_probe, report
 
 if TYPE_CHECKING:  # importlib.abc costs milliseconds at import (importlib.resources)
     from importlib.abc import Loader
@@ -214,7 +214,7 @@ class _Forwarder:
             where = self._module.__name__
             raise AttributeError(f"module {where!r} has no attribute {name!r}", name=name)
         entry, env_var = hit
-        report(entry, env_var)
+        report(entry, env_var, probe=is_probe(sys._getframe(1)))
         new_module, _, new_name = entry.new.rpartition(".")
         # Looked up on every use, never cached here: a reload of the new module, or a
         # mock.patch of the new name, is what the old name serves.

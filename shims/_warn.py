@@ -8,6 +8,7 @@ number of importlib frames between the user and the shim differs per import form
 from __future__ import annotations
 
 import _thread
+import opcode
 import os
 import sys
 import warnings
@@ -20,6 +21,13 @@ MODES = ("warn", "error", "ignore")
 # Stdlib helpers that import by name on their caller's behalf: `mock.patch("old.x")`,
 # `pkgutil.resolve_name`, pickle's pure-Python unpickler. Their caller is the user.
 _HELPERS = frozenset({"pkgutil", "pickle", "unittest.mock"})
+
+# Opcodes that read an attribute as a use of it (LOAD_METHOD exists up to 3.11).
+_USE_OPCODES = frozenset(
+    opcode.opmap[name]
+    for name in ("IMPORT_FROM", "LOAD_ATTR", "LOAD_METHOD")
+    if name in opcode.opmap
+)
 
 _warned: set[tuple[str, str]] = set()
 _warned_lock = _thread.allocate_lock()
@@ -42,6 +50,14 @@ class MovedNameWarning(DeprecationWarning):
 
 class MovedNameError(ImportError):
     """Raised instead of `MovedNameWarning` when the pack's env var is `error`."""
+
+
+class MovedAttributeError(AttributeError):
+    """Raised instead of `MovedNameError` for an attribute probe in `error` mode.
+
+    `hasattr`, `getattr(m, name, default)`, `inspect.getmembers` and `pydoc` only catch
+    `AttributeError`: a PEP 562 `__getattr__` must raise it for a name it will not give.
+    """
 
 
 class ShimsConfigError(ValueError):
@@ -76,19 +92,26 @@ def message(entry: Entry, env_var: str) -> str:
     )
 
 
-def report(entry: Entry, env_var: str) -> None:
+def report(entry: Entry, env_var: str, probe: bool = False) -> None:
     """Act on one use of `entry.old`.
 
+    A `probe` (an attribute lookup that is neither an import nor `module.name` in code:
+    `hasattr`, `getattr` with a default, `inspect`, `pydoc`) never warns and never marks the
+    entry as warned; in error mode it raises `MovedAttributeError`, which probes answer as
+    "no such attribute".
+
     Raises:
-        MovedNameError: `env_var` is "error".
+        MovedNameError: `env_var` is "error" (`MovedAttributeError` for a probe).
         ShimsConfigError: `env_var` holds an unknown value.
         MovedNameWarning: when warning filters turn it into an error (`-W error::...`);
             the entry is then not marked as warned, so the next use raises again.
     """
     action = mode(env_var)
-    if action == "ignore":
+    if action == "ignore" or (probe and action == "warn"):
         return
     if action == "error":
+        if probe:
+            raise MovedAttributeError(message(entry, env_var), name=entry.old.rpartition(".")[2])
         raise MovedNameError(message(entry, env_var), name=entry.old)
     key = (entry.old, entry.new)
     if key in _warned:
@@ -107,6 +130,20 @@ def report(entry: Entry, env_var: str) -> None:
     )
     with _warned_lock:
         _warned.add(key)
+
+
+def is_probe(frame: FrameType) -> bool:
+    """Whether the attribute lookup made by `frame` only asks if a name is there.
+
+    A use is an import (`from m import name`, importlib on the caller's behalf), `m.name` in
+    code (LOAD_ATTR, LOAD_METHOD) or a by-name helper (mock, pickle, pkgutil). Anything else
+    reached the module's `__getattr__` through a call: `hasattr`, `getattr(m, name,
+    default)`, or library code such as `inspect.getmembers` and `pydoc` walking `dir()`.
+    """
+    if _internal(frame.f_globals.get("__name__") or ""):
+        return False
+    code = frame.f_code.co_code
+    return frame.f_lasti < 0 or code[frame.f_lasti] not in _USE_OPCODES
 
 
 def _internal(module: str) -> bool:
