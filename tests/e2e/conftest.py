@@ -5,7 +5,8 @@ skip where those are missing (the light dev venv) and run in CI, which installs 
 `scripts/install-subsystem-deps.sh`.
 
 Fixtures:
-- `tiny_model_dir` (session): folder with the tiny Llama and its tokenizer (DESIGN §7).
+- `tiny_model_dir` (session): folder with the tiny Llama and its tokenizer (docs/architecture.md,
+  "E2E harness").
 - `engine_factory` (function): `engine_factory(**EngineProcess kwargs)` starts an engine on
   the tiny model and closes it at the end of the test.
 - `baseline_engine` (session): the tiny model with no KV connector (uniproc, the fastest

@@ -53,8 +53,9 @@ HERE = Path(__file__).resolve().parent
 RUNNER = HERE / "engine_runner.py"
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-# What DESIGN §7 verified for vLLM 0.32 on the CPU: eager mode, 32-token blocks (the CPU
-# attention backend needs multiples of 32). max_model_len bounds the KV cache per request.
+# What vLLM 0.32 needs on the CPU (docs/architecture.md, "E2E harness"): eager mode, 32-token
+# blocks (the CPU attention backend needs multiples of 32). max_model_len bounds the KV cache
+# per request.
 DEFAULT_LLM_KWARGS: dict[str, Any] = {
     "dtype": "bfloat16",
     "enforce_eager": True,
@@ -64,7 +65,8 @@ DEFAULT_LLM_KWARGS: dict[str, Any] = {
 }
 
 # Scheduler and worker in ONE process: without the env var, vLLM's CPU platform silently
-# switches the uni executor to the multiprocessing one (DESIGN §7).
+# switches the uni executor to the multiprocessing one (docs/architecture.md, "Process and
+# thread model").
 UNIPROC_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 UNIPROC_LLM_KWARGS = {"distributed_executor_backend": "uni"}
 

@@ -1,8 +1,9 @@
 """Build a tiny Llama model and BPE tokenizer on disk, at test time, with no download.
 
-The recipe is DESIGN §7: `LlamaConfig(vocab_size=512, hidden_size=128, intermediate_size=256,
-num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1)`, random weights from a fixed
-seed, saved with `save_pretrained`, plus a byte-level BPE tokenizer trained with `tokenizers`.
+The recipe (docs/architecture.md, "E2E harness"): `LlamaConfig(vocab_size=512,
+hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
+num_key_value_heads=1)`, random weights from a fixed seed, saved with `save_pretrained`, plus
+a byte-level BPE tokenizer trained with `tokenizers`.
 head_dim is 64, which vLLM's CPU attention backend accepts (it needs head_dim >= 32).
 
 Needs torch, transformers and tokenizers (the e2e environment); imported lazily so that the light

@@ -1,7 +1,13 @@
 """KV transfer between vLLM engines and KV stores (RFC 5604 layout).
 
-Subpackages: `kv_pool` (connectors that keep KV blocks in a pool: CPU offload), `utils` (helpers
-shared by connectors: the device abstraction, block copies, the all-to-all helpers).
+Subpackages:
+
+- `kv_p2p`: prefill/decode disaggregation, one engine's KV cache read or pushed straight into
+  another's (`MooncakeConnector`, `MooncakeLayerwiseConnector`);
+- `kv_pool`: connectors that keep KV blocks in a pool (`cpu_offload`: host memory;
+  `ascend_store`: a distributed store, Mooncake or MemCache; `ucm_connector`);
+- `utils`: what connectors share (the connector facade and its metrics, the device
+  abstraction, block copies, the Mooncake transfer engine, the all-to-all helpers).
 
 `register_connector()` registers every connector that exists in this package with vLLM's
 `KVConnectorFactory`. Registration is lazy on vLLM's side (module path + class name), so this
@@ -23,8 +29,9 @@ _ASCEND_STORE = "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.ascend
 _UCM = "vllm_ascend.distributed.kv_transfer.kv_pool.ucm_connector"
 
 # (name registered with vLLM, module path, attribute). Only connectors that exist are listed;
-# each module also exposes the registered name as a module attribute (DESIGN §6), because vLLM
-# resolves `kv_connector` as an attribute of `kv_connector_module_path` first.
+# each module also exposes the registered name as a module attribute (docs/architecture.md,
+# "Subsystem"), because vLLM resolves `kv_connector` as an attribute of
+# `kv_connector_module_path` first.
 CONNECTORS: tuple[tuple[str, str, str], ...] = (
     ("CPUOffloadingConnector", _CPU_OFFLOAD, "CPUOffloadingConnector"),
     ("MooncakeConnectorV1", _MOONCAKE_P2P, "MooncakeConnector"),

@@ -60,10 +60,6 @@ class KVLayout:
     def num_regions(self) -> int:
         return len(self.bases)
 
-    def head_bytes(self, region: int) -> int:
-        """Bytes of one head of one block in `region`."""
-        return self.block_lens[region] // self.kv_heads
-
     def regions_of_layer(self, layer: int) -> list[int]:
         """Indices of the regions that belong to layer number `layer`."""
         return [r for r, owner in enumerate(self.layer_of_region) if owner == layer]

@@ -54,9 +54,7 @@ class MooncakeLayerwiseScheduler(P2PSchedulerBase):
     """
 
     def __init__(self, config: MooncakeP2PConfig) -> None:
-        super().__init__(
-            config, {"handoffs": 0, "loads": 0, "released_unread": 0, "invalid_params": 0}
-        )
+        super().__init__(config)
         self.block_size = config.block_size
         self.kv_cache_manager: KVCacheManager | None = None
         self._loads: list[LoadSpec] = []
@@ -100,7 +98,7 @@ class MooncakeLayerwiseScheduler(P2PSchedulerBase):
         start = self._local_hit.pop(request.request_id, 0)
         if num_external_tokens <= 0:
             self._releases.append(LoadSpec(request.request_id, remote.request_id, remote, [], 0))
-            self.counters["released_unread"] += 1
+            self.counters.add("released_unread")
             return
         first = start // self.block_size
         last = math.ceil((start + num_external_tokens) / self.block_size)
@@ -108,7 +106,7 @@ class MooncakeLayerwiseScheduler(P2PSchedulerBase):
         self._loads.append(
             LoadSpec(request.request_id, remote.request_id, remote, list(block_ids), first)
         )
-        self.counters["loads"] += 1
+        self.counters.add("loads")
 
     # ---- prefill side ---------------------------------------------------------------------
 
@@ -117,7 +115,7 @@ class MooncakeLayerwiseScheduler(P2PSchedulerBase):
         try:
             transfer_id = transfer_id_of(request.kv_transfer_params)
         except ValueError as exc:
-            self.counters["invalid_params"] += 1
+            self.counters.add("invalid_params")
             logger.warning("request %s: not pushing its KV: %s", request.request_id, exc)
             return
         self._pushing[request.request_id] = (request, transfer_id)
@@ -170,13 +168,13 @@ class MooncakeLayerwiseScheduler(P2PSchedulerBase):
             if remote is not None:
                 spec = LoadSpec(request.request_id, remote.request_id, remote, [], 0)
                 self._releases.append(spec)
-                self.counters["released_unread"] += 1
+                self.counters.add("released_unread")
             return False, None
         if pushing is None or request.status not in HANDOFF_STATES or not block_ids:
             return False, None
         self._sends[request.request_id] = self.config.send_timeout_s
         self.held[request.request_id] = len(block_ids)
-        self.counters["handoffs"] += 1
+        self.counters.add("handoffs")
         return True, None
 
     # ---- both -----------------------------------------------------------------------------

@@ -96,6 +96,6 @@ class MooncakeConnector(MooncakeP2PFacade[MooncakeConnectorScheduler, MooncakeCo
         return
 
 
-# The name this connector is registered under (DESIGN §6): vLLM resolves `kv_connector` as an
-# attribute of `kv_connector_module_path` first.
+# The name this connector is registered under (docs/architecture.md, "Subsystem"): vLLM
+# resolves `kv_connector` as an attribute of `kv_connector_module_path` first.
 MooncakeConnectorV1 = MooncakeConnector

@@ -4,7 +4,8 @@
 (`MooncakeP2PConfig`, `config.py`), count their hits as `CacheHitSource.P2P`, and forward the
 same calls the same way beyond `KVConnectorFacade`: `get_finished` (both directions come from
 the worker), `update_connector_output` and `request_finished` (the scheduler holds a finished
-prefill request's blocks) and `stats`. Each connector keeps only its own sides and its
+prefill request's blocks), vLLM's metrics (`MooncakeP2PStats`) and `stats` (diagnostic totals
+with gauges, for tests). Each connector keeps only its own sides and its
 per-step methods.
 """
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from vllm.v1.metrics.cache_hit_source import CacheHitSource
 
 from vllm_ascend.distributed.kv_transfer.kv_p2p.config import MooncakeP2PConfig
+from vllm_ascend.distributed.kv_transfer.kv_p2p.stats import MooncakeP2PStats
 from vllm_ascend.distributed.kv_transfer.utils.connector_facade import (
     KVConnectorFacade,
     SchedulerSide,
@@ -45,7 +47,7 @@ class P2PSchedulerSide(SchedulerSide, Protocol):
         self, request: Request, block_ids: list[int]
     ) -> tuple[bool, dict[str, Any] | None]: ...
 
-    def stats(self) -> dict[str, int]: ...
+    def stats(self) -> dict[str, float]: ...
 
 
 class P2PWorkerSide(WorkerSide, Protocol):
@@ -69,6 +71,7 @@ class MooncakeP2PFacade(KVConnectorFacade[MooncakeP2PConfig, SchedulerT, WorkerT
     """
 
     _cache_hit_source = CacheHitSource.P2P
+    stats_class = MooncakeP2PStats
 
     def _load_config(self, vllm_config: VllmConfig) -> MooncakeP2PConfig:
         return MooncakeP2PConfig.from_vllm_config(vllm_config)

@@ -47,10 +47,7 @@ class MooncakeConnectorScheduler(P2PSchedulerBase):
     """
 
     def __init__(self, config: MooncakeP2PConfig) -> None:
-        super().__init__(
-            config,
-            {"handoffs": 0, "recv_requests": 0, "released_unread": 0, "invalid_params": 0},
-        )
+        super().__init__(config)
         self._recv: list[RecvRequest] = []
         self._send: dict[str, float] = {}
 
@@ -79,7 +76,7 @@ class MooncakeConnectorScheduler(P2PSchedulerBase):
         request.kv_transfer_params["do_remote_prefill"] = False
         local = blocks.get_unhashed_block_ids() if num_external_tokens > 0 else []
         self._recv.append(RecvRequest(request.request_id, list(local), remote))
-        self.counters["recv_requests"] += 1
+        self.counters.add("recv_requests")
 
     # ---- prefill side ---------------------------------------------------------------------
 
@@ -101,7 +98,7 @@ class MooncakeConnectorScheduler(P2PSchedulerBase):
             params["do_remote_prefill"] = False
             if remote is not None:
                 self._recv.append(RecvRequest(request.request_id, [], remote))
-                self.counters["released_unread"] += 1
+                self.counters.add("released_unread")
             return False, None
         if not params.get("do_remote_decode") or not self.config.is_producer:
             return False, None
@@ -109,7 +106,7 @@ class MooncakeConnectorScheduler(P2PSchedulerBase):
             return False, None
         self._send[request.request_id] = self.config.send_timeout_s
         self.held[request.request_id] = len(block_ids)
-        self.counters["handoffs"] += 1
+        self.counters.add("handoffs")
         return True, {
             "do_remote_prefill": True,
             "do_remote_decode": False,

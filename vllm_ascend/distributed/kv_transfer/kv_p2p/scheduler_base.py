@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from vllm.v1.request import RequestStatus
 
 from vllm_ascend.distributed.kv_transfer.kv_p2p.config import MooncakeP2PConfig
+from vllm_ascend.distributed.kv_transfer.kv_p2p.stats import MooncakeP2PStats
+from vllm_ascend.distributed.kv_transfer.utils.connector_stats import StatsRecorder
 from vllm_ascend.logger import init_logger
 
 if TYPE_CHECKING:
@@ -41,14 +43,13 @@ class P2PSchedulerBase(ABC):
 
     Args:
         config: the connector's settings.
-        counters: the subclass's counters, all starting at 0; must include `invalid_params`.
     """
 
-    def __init__(self, config: MooncakeP2PConfig, counters: dict[str, int]) -> None:
+    def __init__(self, config: MooncakeP2PConfig) -> None:
         self.config = config
         # Prefill requests whose blocks are held for a reader: request id -> block count.
         self.held: dict[str, int] = {}
-        self.counters = counters
+        self.counters = StatsRecorder(MooncakeP2PStats)
 
     @abstractmethod
     def _parse_remote(self, params: dict[str, Any]) -> RemotePrefill:
@@ -66,7 +67,7 @@ class P2PSchedulerBase(ABC):
         try:
             return self._parse_remote(params)
         except ValueError as exc:
-            self.counters["invalid_params"] += 1
+            self.counters.add("invalid_params")
             logger.warning(
                 "request %s: ignoring invalid kv_transfer_params (%s); computing its prompt "
                 "locally",
@@ -80,10 +81,15 @@ class P2PSchedulerBase(ABC):
         for request_id in connector_output.finished_sending or ():
             self.held.pop(request_id, None)
 
-    def stats(self) -> dict[str, int]:
-        """Counters, plus `held_requests`/`held_blocks` (prefill blocks awaiting a reader)."""
+    def take_stats(self) -> MooncakeP2PStats | None:
+        """The scheduler side's counter increases since the last call (vLLM's metrics)."""
+        return self.counters.take()
+
+    def stats(self) -> dict[str, float]:
+        """Counter totals, plus `held_requests`/`held_blocks` (prefill blocks awaiting a
+        reader); for tests and diagnostics."""
         return {
-            **self.counters,
+            **self.counters.snapshot(),
             "held_requests": len(self.held),
             "held_blocks": sum(self.held.values()),
         }

@@ -15,7 +15,7 @@ from typing import Any
 
 from vllm_ascend.logger import init_logger
 
-__all__ = ["Counters", "TransferThreads"]
+__all__ = ["TransferThreads"]
 
 logger = init_logger(__name__)
 
@@ -91,19 +91,3 @@ class TransferThreads:
             fn(*args)
         except Exception:
             logger.exception("transfer thread: %s failed", getattr(fn, "__name__", fn))
-
-
-class Counters:
-    """Named float counters updated from several threads (`+=` on a dict is not atomic)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._values: dict[str, float] = collections.defaultdict(float)
-
-    def add(self, key: str, value: float = 1.0) -> None:
-        with self._lock:
-            self._values[key] += value
-
-    def snapshot(self) -> dict[str, float]:
-        with self._lock:
-            return dict(self._values)

@@ -31,12 +31,14 @@ from vllm_ascend.distributed.kv_transfer.kv_p2p.side_channel import (
     SideChannelError,
     SideChannelServer,
 )
-from vllm_ascend.distributed.kv_transfer.kv_p2p.threads import Counters, TransferThreads
+from vllm_ascend.distributed.kv_transfer.kv_p2p.stats import MooncakeP2PStats
+from vllm_ascend.distributed.kv_transfer.kv_p2p.threads import TransferThreads
 from vllm_ascend.distributed.kv_transfer.kv_p2p.tp_mapping import (
     HeadSlice,
     local_kv_heads,
     plan_decode_rank,
 )
+from vllm_ascend.distributed.kv_transfer.utils.connector_stats import StatsRecorder
 from vllm_ascend.distributed.kv_transfer.utils.mooncake_transfer_engine import (
     MooncakeTransferEngine,
     get_transfer_engine,
@@ -211,7 +213,7 @@ class P2PWorkerBase:
         self.peers = PeerDirectory(config.engine_id, tp_rank, config.handshake_timeout_s)
         self.sends = SendTracker(orphan_ttl_s=config.send_timeout_s)
         self._threads: TransferThreads | None = None
-        self.counters = Counters()
+        self.counters = StatsRecorder(MooncakeP2PStats)
 
     def _register_layout(self, kv_caches: dict[str, Any]) -> KVLayout:
         """Describe the KV cache and register its memory with the transfer engine.
@@ -264,6 +266,10 @@ class P2PWorkerBase:
         for request_id in sorted(expired):
             logger.warning(expired_warning, request_id, self.config.send_timeout_s)
         return done | expired
+
+    def take_stats(self) -> MooncakeP2PStats | None:
+        """This worker's counter increases since the last call (vLLM's metrics)."""
+        return self.counters.take()
 
     def _send_stats(self) -> dict[str, float]:
         """Counters of this worker, plus the prefill-side send and side-channel counts."""

@@ -167,6 +167,6 @@ for _name in delegated_method_names():
 # Clears the abstract methods the generated ones implement.
 UCMConnectorV1.__abstractmethods__ = frozenset()
 
-# The name vLLM registers (DESIGN §6: `kv_connector` is resolved as an attribute of
-# `kv_connector_module_path` first).
+# The name vLLM registers (docs/architecture.md, "Subsystem": `kv_connector` is resolved as an
+# attribute of `kv_connector_module_path` first).
 UCMConnector = UCMConnectorV1

@@ -14,10 +14,13 @@ This base holds that facade once:
 - `_step_metadata(kind)`: the step's bound connector metadata, checked to be of `kind`;
 - the methods whose forwarding is the same in every connector (`register_kv_caches`,
   `get_block_ids_with_load_errors`, `get_num_new_matched_tokens`, `update_state_after_alloc`,
-  `build_connector_meta`) and `shutdown` (shuts down the side this process holds).
+  `build_connector_meta`) and `shutdown` (shuts down the side this process holds);
+- vLLM's metrics hooks: `get_kv_connector_stats` (the side's `take_stats()`), and the
+  classmethods `build_kv_connector_stats` / `build_prom_metrics` for the family's
+  `stats_class` (`connector_stats.py`).
 
-A subclass implements the three factory hooks and the abstract per-step methods of
-`KVConnectorBase_V1` (`start_load_kv`, `wait_for_layer_load`, `save_kv_layer`,
+A subclass sets `stats_class`, implements the three factory hooks and the abstract per-step
+methods of `KVConnectorBase_V1` (`start_load_kv`, `wait_for_layer_load`, `save_kv_layer`,
 `wait_for_save`), whose meaning differs per connector, and overrides any other method it
 forwards differently (`get_finished`, `request_finished`, ...).
 """
@@ -25,7 +28,7 @@ forwards differently (`get_finished`, `request_finished`, ...).
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorBase_V1,
@@ -33,9 +36,20 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
     KVConnectorRole,
 )
 
+from vllm_ascend.distributed.kv_transfer.utils.connector_stats import (
+    CounterPromMetrics,
+    CounterStats,
+)
+
 if TYPE_CHECKING:
     import torch
     from vllm.config import VllmConfig
+    from vllm.distributed.kv_transfer.kv_connector.v1.metrics import (
+        KVConnectorPromMetrics,
+        KVConnectorStats,
+        PromMetric,
+        PromMetricT,
+    )
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
     from vllm.v1.core.sched.output import SchedulerOutput
     from vllm.v1.kv_cache_interface import KVCacheConfig
@@ -57,6 +71,8 @@ class SchedulerSide(Protocol):
 
     def build_connector_meta(self, scheduler_output: SchedulerOutput) -> KVConnectorMetadata: ...
 
+    def take_stats(self) -> CounterStats | None: ...
+
     def shutdown(self) -> None: ...
 
 
@@ -66,6 +82,8 @@ class WorkerSide(Protocol):
     def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None: ...
 
     def get_block_ids_with_load_errors(self) -> set[int]: ...
+
+    def take_stats(self) -> CounterStats | None: ...
 
     def shutdown(self) -> None: ...
 
@@ -90,6 +108,9 @@ class KVConnectorFacade(KVConnectorBase_V1, Generic[ConfigT, SchedulerT, WorkerT
         Whatever the subclass's `_load_config` and side factories raise (documented on each
         connector).
     """
+
+    #: The family's counters (a `CounterStats` subclass), reported to vLLM's metrics.
+    stats_class: ClassVar[type[CounterStats]] = CounterStats
 
     def __init__(
         self, vllm_config: VllmConfig, role: KVConnectorRole, kv_cache_config: KVCacheConfig
@@ -159,6 +180,31 @@ class KVConnectorFacade(KVConnectorBase_V1, Generic[ConfigT, SchedulerT, WorkerT
         return self._scheduler().build_connector_meta(scheduler_output)
 
     # ---- both -----------------------------------------------------------------------------
+
+    def get_kv_connector_stats(self) -> KVConnectorStats | None:
+        """This side's counter increases since vLLM last asked (None: nothing grew)."""
+        side: SchedulerT | WorkerT | None = (
+            self.scheduler if self.scheduler is not None else self.worker
+        )
+        return side.take_stats() if side is not None else None
+
+    @classmethod
+    def build_kv_connector_stats(cls, data: dict[str, Any] | None = None) -> KVConnectorStats:
+        """The family's stats object holding `data` (empty when None)."""
+        return cls.stats_class(data=data) if data is not None else cls.stats_class()
+
+    @classmethod
+    def build_prom_metrics(
+        cls,
+        vllm_config: VllmConfig,
+        metric_types: dict[type[PromMetric], type[PromMetricT]],
+        labelnames: list[str],
+        per_engine_labelvalues: dict[int, list[object]],
+    ) -> KVConnectorPromMetrics:
+        """One Prometheus counter per name of the family's `stats_class.COUNTERS`."""
+        return CounterPromMetrics(
+            cls.stats_class, vllm_config, metric_types, labelnames, per_engine_labelvalues
+        )
 
     def shutdown(self) -> None:
         if self.scheduler is not None:

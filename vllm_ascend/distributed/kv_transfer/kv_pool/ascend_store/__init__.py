@@ -4,10 +4,17 @@ Modules (each one job):
 
 - `ascend_store_connector`: `AscendStoreConnector` (also registered as
   `MooncakeConnectorStoreV1`), the `KVConnectorBase_V1` facade;
-- `config_data`: the connector's config, pool keys (`ChunkedTokenDatabase`) and step metadata;
+- `config_data`: the connector's config and pool keys (`ChunkedTokenDatabase`); re-exports the
+  step metadata under upstream's module name;
+- `step_metadata`: what the scheduler side sends the workers each step (`ReqMeta`,
+  `AscendConnectorMetadata`);
 - `pool_scheduler`: scheduler side (lookups, load and save planning);
 - `pool_worker`: worker side (loads, saves, completion reporting);
-- `kv_transfer`: block addresses, the failure guard and the sending/receiving threads;
+- `kv_transfer`: the sending/receiving threads (re-exports the three modules below);
+- `block_layout`: block addresses (`KVCacheLayout`);
+- `pool_guard`: the failure guard (`PoolGuard`, `RateLimitedLog`);
+- `block_io`: batched loads and saves (`load_blocks`, `save_blocks`);
+- `stats`: the counters reported to vLLM's metrics (`AscendStoreStats`);
 - `backend`: the store clients (`Backend`, `MooncakeBackend`, `MemcacheBackend`).
 
 Nothing is imported here: the connector module imports vLLM and torch, the backends their

@@ -35,14 +35,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorMetadata
 
-from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.config_data import (
-    AscendConnectorMetadata,
-    AscendStoreConfig,
-)
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.config_data import AscendStoreConfig
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_scheduler import (
     KVPoolScheduler,
 )
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_worker import KVPoolWorker
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.stats import AscendStoreStats
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.step_metadata import (
+    AscendConnectorMetadata,
+)
 from vllm_ascend.distributed.kv_transfer.utils.connector_facade import KVConnectorFacade
 
 if TYPE_CHECKING:
@@ -70,6 +71,8 @@ class AscendStoreConnector(KVConnectorFacade[AscendStoreConfig, KVPoolScheduler,
         BackendError: the store cannot be reached (one line naming the address).
         ImportError: the selected store's package is missing.
     """
+
+    stats_class = AscendStoreStats
 
     def _load_config(self, vllm_config: VllmConfig) -> AscendStoreConfig:
         return AscendStoreConfig.from_extra_config(
@@ -126,6 +129,6 @@ class AscendStoreConnector(KVConnectorFacade[AscendStoreConfig, KVPoolScheduler,
         return self._scheduler().request_finished(request), None
 
 
-# The name the 0.13 layout registered (DESIGN §6: vLLM resolves `kv_connector` as an attribute
-# of `kv_connector_module_path` first).
+# The name the 0.13 layout registered (docs/architecture.md, "Subsystem": vLLM resolves
+# `kv_connector` as an attribute of `kv_connector_module_path` first).
 MooncakeConnectorStoreV1 = AscendStoreConnector

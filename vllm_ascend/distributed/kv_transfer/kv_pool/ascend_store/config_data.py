@@ -8,7 +8,8 @@
   prefix. The namespace defaults to the model name and the fingerprint digests what fixes the
   bytes of a block (model, dtype, block size, bytes per block, TP/PP sizes): two engines serving
   the same model with the same layout share keys, different models never do.
-- `ReqMeta`, `AscendConnectorMetadata`: one step's loads and saves, per request.
+- `ReqMeta`, `AscendConnectorMetadata`: one step's loads and saves, per request; they live in
+  `step_metadata.py` and are re-exported here under upstream's module name.
 
 Extra config keys (all optional):
 
@@ -31,15 +32,18 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorMetadata
-
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.step_metadata import (
+    AscendConnectorMetadata,
+    ReqMeta,
+)
 from vllm_ascend.distributed.kv_transfer.utils.extra_config import (
     check_known_keys,
     positive_number,
 )
+from vllm_ascend.distributed.kv_transfer.utils.scheduler_inputs import bytes_per_block
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -135,17 +139,6 @@ class AscendStoreConfig:
             retry_interval_s=seconds("retry_interval_s", cls.retry_interval_s),
             shutdown_timeout_s=seconds("shutdown_timeout_s", cls.shutdown_timeout_s),
         )
-
-
-def bytes_per_block(kv_cache_config: KVCacheConfig) -> int:
-    """Bytes one KV cache block takes on one worker, over all its KV cache tensors.
-
-    Raises:
-        ValueError: the KV cache has no blocks.
-    """
-    if kv_cache_config.num_blocks <= 0:
-        raise ValueError("the KV cache has no blocks")
-    return sum(t.size for t in kv_cache_config.kv_cache_tensors) // kv_cache_config.num_blocks
 
 
 @dataclass(frozen=True)
@@ -254,48 +247,3 @@ class ChunkedTokenDatabase:
         keys = self.keys(block_hashes[: len(ranges)], tp_rank, pp_rank)
         for (start, end), key in zip(ranges, keys, strict=True):
             yield start, end, key
-
-
-@dataclass
-class ReqMeta:
-    """One request's transfer in one step: KV cache block `block_ids[i]` holds the chunk whose
-    hash is `block_hashes[i]`.
-
-    Attributes:
-        req_id: the request.
-        block_ids: KV cache block ids (group 0), one per chunk.
-        block_hashes: vLLM block hashes, one per chunk.
-        is_async: for loads, whether the request waits for it outside the batch (the worker
-            reports it in `finished_recving`) instead of the load preceding this step's forward.
-    """
-
-    req_id: str
-    block_ids: list[int]
-    block_hashes: list[bytes]
-    is_async: bool = False
-
-    def __post_init__(self) -> None:
-        if len(self.block_ids) != len(self.block_hashes):
-            raise ValueError(
-                f"request {self.req_id}: {len(self.block_ids)} block ids but "
-                f"{len(self.block_hashes)} block hashes"
-            )
-
-
-@dataclass
-class AscendConnectorMetadata(KVConnectorMetadata):
-    """What the scheduler side tells every worker for one step.
-
-    Attributes:
-        loads: chunks to read from the pool into the KV cache.
-        saves: full chunks to write from the KV cache to the pool.
-        preempted_req_ids: requests preempted this step; their queued saves must finish before
-            their blocks are reused.
-    """
-
-    loads: list[ReqMeta] = field(default_factory=list)
-    saves: list[ReqMeta] = field(default_factory=list)
-    preempted_req_ids: list[str] = field(default_factory=list)
-
-    def is_empty(self) -> bool:
-        return not (self.loads or self.saves or self.preempted_req_ids)

@@ -10,7 +10,7 @@ planned each step for prompt blocks whose KV becomes complete in that step
 (`build_connector_meta`). A request with saves keeps its blocks after it finishes
 (`request_finished` returns True) until every worker reports its saves done.
 
-A pool that fails (see `kv_transfer.PoolGuard`) answers "nothing present": requests run as if
+A pool that fails (see `pool_guard.PoolGuard`) answers "nothing present": requests run as if
 the pool were empty, and the failure is logged once per interval.
 """
 
@@ -26,13 +26,21 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend im
     BackendError,
 )
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.config_data import (
-    AscendConnectorMetadata,
     AscendStoreConfig,
     ChunkedTokenDatabase,
     KeyMetadata,
+)
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_guard import PoolGuard
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.stats import AscendStoreStats
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.step_metadata import (
+    AscendConnectorMetadata,
     ReqMeta,
 )
-from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.kv_transfer import PoolGuard
+from vllm_ascend.distributed.kv_transfer.utils.connector_stats import StatsRecorder
+from vllm_ascend.distributed.kv_transfer.utils.scheduler_inputs import (
+    scheduled_requests,
+    single_group_block_size,
+)
 from vllm_ascend.logger import init_logger
 
 if TYPE_CHECKING:
@@ -59,19 +67,7 @@ def check_single_group(kv_cache_config: KVCacheConfig) -> int:
     Raises:
         ValueError: several KV cache groups, or hash blocks of another size.
     """
-    groups = kv_cache_config.kv_cache_groups
-    if len(groups) != 1:
-        raise ValueError(
-            f"AscendStoreConnector supports one KV cache group, the model has {len(groups)}"
-        )
-    block_size = int(groups[0].kv_cache_spec.block_size)
-    hash_block_size = getattr(kv_cache_config, "hash_block_size", None) or block_size
-    if hash_block_size != block_size:
-        raise ValueError(
-            f"AscendStoreConnector needs hash blocks ({hash_block_size} tokens) equal to KV "
-            f"cache blocks ({block_size} tokens)"
-        )
-    return block_size
+    return single_group_block_size(kv_cache_config, "AscendStoreConnector")
 
 
 @dataclass
@@ -139,6 +135,7 @@ class KVPoolScheduler:
                 algo,
             )
         self.num_lookups = 0
+        self.recorder = StatsRecorder(AscendStoreStats)
         self._requests: dict[str, _RequestState] = {}
         self._lookups: dict[str, _Lookup] = {}
         self._step_loads: list[ReqMeta] = []
@@ -163,6 +160,7 @@ class KVPoolScheduler:
             return [False] * len(block_hashes)
         keys = self.db.keys_all_ranks(block_hashes)
         self.num_lookups += 1
+        self.recorder.add("lookups")
         try:
             found = self.backend.exists(keys)
         except BackendError as exc:
@@ -193,6 +191,7 @@ class KVPoolScheduler:
         external = hit * self.block_size - num_computed_tokens
         if external <= 0:
             return 0, False
+        self.recorder.add("hit_blocks", external // self.block_size)
         return external, self.load_async
 
     # ---- allocation and per-step metadata -------------------------------------------------
@@ -225,26 +224,8 @@ class KVPoolScheduler:
 
     def build_connector_meta(self, scheduler_output: SchedulerOutput) -> AscendConnectorMetadata:
         """This step's loads (planned at allocation) and saves (blocks complete after it)."""
-        num_scheduled = scheduler_output.num_scheduled_tokens
         saves: list[ReqMeta] = []
-        for new in scheduler_output.scheduled_new_reqs:
-            state = self._requests.get(new.req_id)
-            if state is None:
-                continue
-            state.block_ids = list(new.block_ids[0])
-            done = new.num_computed_tokens + num_scheduled.get(new.req_id, 0)
-            self._plan_save(state, done, saves)
-        cached = scheduler_output.scheduled_cached_reqs
-        for i, req_id in enumerate(cached.req_ids):
-            state = self._requests.get(req_id)
-            if state is None:
-                continue
-            new_ids = cached.new_block_ids[i]
-            if req_id in cached.resumed_req_ids:
-                state.block_ids = list(new_ids[0]) if new_ids is not None else []
-            elif new_ids is not None:
-                state.block_ids.extend(new_ids[0])
-            done = cached.num_computed_tokens[i] + num_scheduled.get(req_id, 0)
+        for state, done in scheduled_requests(scheduler_output, self._requests):
             self._plan_save(state, done, saves)
         meta = AscendConnectorMetadata(
             loads=self._step_loads,
@@ -283,6 +264,11 @@ class KVPoolScheduler:
         self._lookups.pop(request.request_id, None)
         state = self._requests.pop(request.request_id, None)
         return bool(state is not None and state.has_saves)
+
+    def take_stats(self) -> AscendStoreStats | None:
+        """The scheduler side's counter increases since the last call (vLLM's metrics)."""
+        self.recorder.add("pool_failures", self.guard.take_failures())
+        return self.recorder.take()
 
     def shutdown(self) -> None:
         self.backend.close()

@@ -25,23 +25,27 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend import create_backend
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import Backend
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.block_io import load_blocks
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.block_layout import KVCacheLayout
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.config_data import (
-    AscendConnectorMetadata,
     AscendStoreConfig,
     ChunkedTokenDatabase,
     KeyMetadata,
 )
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.kv_transfer import (
-    KVCacheLayout,
     KVCacheStoreRecvingThread,
     KVCacheStoreSendingThread,
-    PoolGuard,
     TransferTask,
-    load_blocks,
 )
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_guard import PoolGuard
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_scheduler import (
     check_single_group,
 )
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.stats import AscendStoreStats
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.step_metadata import (
+    AscendConnectorMetadata,
+)
+from vllm_ascend.distributed.kv_transfer.utils.connector_stats import StatsRecorder
 from vllm_ascend.distributed.kv_transfer.utils.device import (
     KVDevice,
     resolve_device,
@@ -118,9 +122,7 @@ class KVPoolWorker:
         self._finished: set[str] = set()  # of those, finished on the scheduler
         self._recv_done: set[str] = set()
         self._load_errors: set[int] = set()
-        self.counters = dict.fromkeys(
-            ("saved_blocks", "save_failed_blocks", "loaded_blocks", "load_failed_blocks"), 0
-        )
+        self.recorder = StatsRecorder(AscendStoreStats)
 
     # ---- set-up -----------------------------------------------------------------------------
 
@@ -215,9 +217,8 @@ class KVPoolWorker:
             self._recv_done.add(req_id)
 
     def _count_loads(self, total: int, failed: Sequence[int]) -> None:
-        with self._cond:
-            self.counters["loaded_blocks"] += total - len(failed)
-            self.counters["load_failed_blocks"] += len(failed)
+        self.recorder.add("loaded_blocks", total - len(failed))
+        self.recorder.add("load_failed_blocks", len(failed))
         if failed:
             self.guard.log.warning(
                 "load_failed",
@@ -258,8 +259,8 @@ class KVPoolWorker:
                 self._pending_saves[req_id] = left
             else:
                 self._pending_saves.pop(req_id, None)
-            self.counters["saved_blocks"] += stored
-            self.counters["save_failed_blocks"] += sum(failures.values())
+            self.recorder.add("saved_blocks", stored)
+            self.recorder.add("save_failed_blocks", sum(failures.values()))
             self._cond.notify_all()
         store_codes = {code: n for code, n in failures.items() if code != 0}
         if store_codes:
@@ -311,13 +312,20 @@ class KVPoolWorker:
         return errors
 
     def stats(self) -> dict[str, Any]:
-        """Counters and queue state, for tests and diagnostics."""
+        """Counter totals and queue state, for tests and diagnostics (vLLM's metrics read
+        `take_stats`)."""
         with self._cond:
-            return {
-                **self.counters,
-                "pending_saves": sum(self._pending_saves.values()),
-                "pool_healthy": self.guard.healthy,
-            }
+            pending = sum(self._pending_saves.values())
+        return {
+            **self.recorder.snapshot(),
+            "pending_saves": pending,
+            "pool_healthy": self.guard.healthy,
+        }
+
+    def take_stats(self) -> AscendStoreStats | None:
+        """This worker's counter increases since the last call (vLLM's metrics)."""
+        self.recorder.add("pool_failures", self.guard.take_failures())
+        return self.recorder.take()
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Block until no save is pending (tests, benchmarks); False on timeout."""

@@ -24,6 +24,7 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.config import CPUOf
 from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.scheduler import (
     CPUOffloadingScheduler,
 )
+from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.stats import CPUOffloadStats
 from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.step_metadata import (
     CPUOffloadingConnectorMetadata,
 )
@@ -57,6 +58,7 @@ class CPUOffloadingConnector(
     """
 
     _cache_hit_source = CacheHitSource.HOST
+    stats_class = CPUOffloadStats
 
     def _load_config(self, vllm_config: VllmConfig) -> CPUOffloadConfig:
         transfer = self._kv_transfer_config

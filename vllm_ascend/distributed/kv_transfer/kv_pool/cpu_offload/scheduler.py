@@ -28,9 +28,16 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.metadata import (
     Reset,
     StoreRequest,
 )
+from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.stats import CPUOffloadStats
 from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.step_metadata import (
     BlockTransfer,
     CPUOffloadingConnectorMetadata,
+)
+from vllm_ascend.distributed.kv_transfer.utils.connector_stats import StatsRecorder
+from vllm_ascend.distributed.kv_transfer.utils.scheduler_inputs import (
+    bytes_per_block,
+    scheduled_requests,
+    single_group_block_size,
 )
 from vllm_ascend.logger import init_logger
 
@@ -52,10 +59,7 @@ def bytes_per_block_from_config(kv_cache_config: KVCacheConfig) -> int:
     Raises:
         ValueError: the KV cache has no blocks.
     """
-    if kv_cache_config.num_blocks <= 0:
-        raise ValueError("the KV cache has no blocks")
-    total = sum(t.size for t in kv_cache_config.kv_cache_tensors)
-    return total // kv_cache_config.num_blocks
+    return bytes_per_block(kv_cache_config)
 
 
 @dataclass
@@ -84,18 +88,7 @@ class CPUOffloadingScheduler:
     def __init__(
         self, vllm_config: VllmConfig, kv_cache_config: KVCacheConfig, config: CPUOffloadConfig
     ) -> None:
-        groups = kv_cache_config.kv_cache_groups
-        if len(groups) != 1:
-            raise ValueError(
-                f"CPUOffloadingConnector supports one KV cache group, the model has {len(groups)}"
-            )
-        self.block_size = groups[0].kv_cache_spec.block_size
-        hash_block_size = getattr(kv_cache_config, "hash_block_size", self.block_size)
-        if hash_block_size != self.block_size:
-            raise ValueError(
-                f"CPUOffloadingConnector needs hash blocks ({hash_block_size} tokens) equal to "
-                f"KV cache blocks ({self.block_size} tokens)"
-            )
+        self.block_size = single_group_block_size(kv_cache_config, "CPUOffloadingConnector")
         transfer = vllm_config.kv_transfer_config
         assert transfer is not None
         self.load_enabled = transfer.is_kv_consumer
@@ -124,6 +117,7 @@ class CPUOffloadingScheduler:
         self._step_loads: list[BlockTransfer] = []
         self._step_failed: list[int] = []
         self._step_pins: list[str] = []
+        self.recorder = StatsRecorder(CPUOffloadStats)
 
     # ---- vLLM scheduler-side API ----------------------------------------------------------
 
@@ -144,6 +138,8 @@ class CPUOffloadingScheduler:
         if limit <= start:
             return 0, False
         hits = self.client.call(Lookup(block_hashes=list(hashes[start:limit])))
+        self.recorder.add("lookups")
+        self.recorder.add("hit_blocks", hits)
         if hits == 0:
             return 0, False
         self._lookups[request.request_id] = (start, hits)
@@ -190,27 +186,10 @@ class CPUOffloadingScheduler:
 
         One RPC per step, and only when there is something to commit.
         """
-        num_scheduled = scheduler_output.num_scheduled_tokens
-        plans: list[tuple[_RequestState, int, int]] = []
-        for new in scheduler_output.scheduled_new_reqs:
-            state = self._requests.get(new.req_id)
-            if state is None:
-                continue
-            state.block_ids = list(new.block_ids[0])
-            done = new.num_computed_tokens + num_scheduled.get(new.req_id, 0)
-            plans.append(self._plan_store(state, done))
-        cached = scheduler_output.scheduled_cached_reqs
-        for i, req_id in enumerate(cached.req_ids):
-            state = self._requests.get(req_id)
-            if state is None:
-                continue
-            new_ids = cached.new_block_ids[i]
-            if req_id in cached.resumed_req_ids:
-                state.block_ids = list(new_ids[0]) if new_ids is not None else []
-            elif new_ids is not None:
-                state.block_ids.extend(new_ids[0])
-            done = cached.num_computed_tokens[i] + num_scheduled.get(req_id, 0)
-            plans.append(self._plan_store(state, done))
+        plans = [
+            self._plan_store(state, done)
+            for state, done in scheduled_requests(scheduler_output, self._requests)
+        ]
         plans = [p for p in plans if p[2] > p[1]]
 
         stores: list[BlockTransfer] = []
@@ -225,6 +204,7 @@ class CPUOffloadingScheduler:
                 Commit(release=self._step_pins, stores=requests)
             )
             if skipped:
+                self.recorder.add("store_skipped_blocks", skipped)
                 logger.warning(
                     "CPU offload: host pool full, skipped storing %d block(s) this step", skipped
                 )
@@ -248,6 +228,10 @@ class CPUOffloadingScheduler:
         """Forget the request. Its stores finished in the step that planned them."""
         self._requests.pop(request.request_id, None)
         self._lookups.pop(request.request_id, None)
+
+    def take_stats(self) -> CPUOffloadStats | None:
+        """The scheduler side's counter increases since the last call (vLLM's metrics)."""
+        return self.recorder.take()
 
     def reset_cache(self) -> bool:
         """Drop every offloaded block that no request holds."""

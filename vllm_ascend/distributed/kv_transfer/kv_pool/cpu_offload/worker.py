@@ -25,6 +25,7 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.metadata import (
     Register,
     StepDone,
 )
+from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.stats import CPUOffloadStats
 from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.step_metadata import (
     BlockTransfer,
     CPUOffloadingConnectorMetadata,
@@ -35,6 +36,7 @@ from vllm_ascend.distributed.kv_transfer.utils.block_copy import (
     host_mirror,
     stack_layers,
 )
+from vllm_ascend.distributed.kv_transfer.utils.connector_stats import StatsRecorder
 from vllm_ascend.distributed.kv_transfer.utils.device import (
     KVDevice,
     resolve_device,
@@ -77,6 +79,7 @@ class CPUOffloadingWorker:
         self._load_errors: set[int] = set()
         self._step_loaded = 0
         self._step_load_failed = 0
+        self.recorder = StatsRecorder(CPUOffloadStats)
 
     @property
     def bytes_per_block(self) -> int:
@@ -176,6 +179,13 @@ class CPUOffloadingWorker:
                 )
                 failed = host_ids
         if stored or failed or self._step_loaded or self._step_load_failed:
+            for name, n in (
+                ("loaded_blocks", self._step_loaded),
+                ("load_failed_blocks", self._step_load_failed),
+                ("stored_blocks", len(stored)),
+                ("store_failed_blocks", len(failed)),
+            ):
+                self.recorder.add(name, n)
             self.client.call(
                 StepDone(
                     rank=self.rank,
@@ -191,6 +201,10 @@ class CPUOffloadingWorker:
         """KV cache blocks whose load failed since the last call (then forgotten)."""
         errors, self._load_errors = self._load_errors, set()
         return errors
+
+    def take_stats(self) -> CPUOffloadStats | None:
+        """This worker's counter increases since the last call (vLLM's metrics)."""
+        return self.recorder.take()
 
     def host_tensors(self) -> list[torch.Tensor]:
         """The host pool tensors (empty before first use); for tests and diagnostics."""

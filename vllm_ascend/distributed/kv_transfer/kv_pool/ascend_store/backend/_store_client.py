@@ -3,25 +3,36 @@
 
 - `read_store_settings`: a store's raw settings from its entry in `kv_connector_extra_config`
   or, when that is absent, from the JSON file named by an environment variable.
+- `import_store_module`: a store's Python binding, or an `ImportError` saying what to install.
 - `StoreClientBackend`: a `Backend` that holds one store client (`_store`) whose service
-  listens at a TCP address (`_address`): the argument check of `register_buffer`, the reading
-  of `batch_is_exist` codes, the liveness probe and an idempotent `close`.
+  listens at a TCP address (`_address`): the probe of that address before connecting, the
+  argument check of `register_buffer`, the reading of `batch_is_exist` codes, the dispatch of a
+  `put`/`get` batch to the store's one-segment or several-segment call, the liveness probe and
+  an idempotent `close`.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
 from typing import Any, ClassVar
 
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (
     Backend,
     BackendError,
     probe_tcp,
+    single_segments,
 )
 
-__all__ = ["StoreClientBackend", "read_store_settings"]
+__all__ = ["StoreClientBackend", "import_store_module", "read_store_settings"]
+
+# A store's batch call: `(keys, addresses, sizes) -> per-key codes`, with one address and size
+# per key (flat lists) or a list of them per key (several segments).
+SingleSegmentCall = Callable[[list[str], list[int], list[int]], Sequence[int]]
+MultiSegmentCall = Callable[[list[str], list[list[int]], list[list[int]]], Sequence[int]]
 
 
 def read_store_settings(
@@ -58,6 +69,18 @@ def read_store_settings(
     return data, f"${env}={path}"
 
 
+def import_store_module(name: str, missing: str) -> ModuleType:
+    """Import a store's Python binding.
+
+    Raises:
+        ImportError: the module is missing; the message is `missing` (what to install).
+    """
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        raise ImportError(missing) from exc
+
+
 class StoreClientBackend(Backend):
     """A `Backend` around one store client reached over TCP.
 
@@ -71,6 +94,22 @@ class StoreClientBackend(Backend):
     _store: Any
     _address: tuple[str, int]
     _closed: bool
+
+    def _probe_service(
+        self, field: str, url: str, address: tuple[str, int], timeout_s: float
+    ) -> None:
+        """Remember the service's `address`, after checking that something listens there.
+
+        Stores retry a dead address for a long time inside their own setup; a refused connect
+        here costs microseconds.
+
+        Raises:
+            BackendError: nothing listens at `address` (the message names `field=url`).
+        """
+        reason = probe_tcp(*address, timeout_s)
+        if reason is not None:
+            raise BackendError(f"{self.store_name} {field}={url}: cannot connect ({reason})")
+        self._address = address
 
     @staticmethod
     def _check_buffers(ptrs: Sequence[int], lengths: Sequence[int]) -> None:
@@ -103,6 +142,29 @@ class StoreClientBackend(Backend):
                 bad[0],
             )
         return [1 if r > 0 else 0 for r in results]
+
+    @staticmethod
+    def _batch(
+        keys: Sequence[str],
+        addrs: Sequence[Sequence[int]],
+        sizes: Sequence[Sequence[int]],
+        single: SingleSegmentCall,
+        multi: MultiSegmentCall,
+    ) -> list[int]:
+        """Run a `put`/`get` batch through `single` when every key has one segment, else
+        through `multi`; the store's per-key codes as ints (empty for no keys).
+
+        Raises:
+            ValueError: malformed arguments (`backend.check_batch`).
+        """
+        flat = single_segments(keys, addrs, sizes)
+        if not keys:
+            return []
+        if flat is not None:
+            results = single(list(keys), flat[0], flat[1])
+        else:
+            results = multi(list(keys), [list(a) for a in addrs], [list(s) for s in sizes])
+        return [int(r) for r in results]
 
     def is_reachable(self) -> bool:
         return probe_tcp(*self._address, timeout_s=0.5) is None

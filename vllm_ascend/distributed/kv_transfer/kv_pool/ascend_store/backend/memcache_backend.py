@@ -40,13 +40,12 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend._store_client import (
     StoreClientBackend,
+    import_store_module,
     read_store_settings,
 )
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (
     BackendError,
     parse_byte_size,
-    probe_tcp,
-    single_segments,
     split_host_port,
 )
 
@@ -200,24 +199,20 @@ class MemcacheBackend(StoreClientBackend):
         lookup_only: bool = False,
     ) -> None:
         super().__init__(parallel_config)
-        if not isinstance(config, MemcacheStoreConfig):
-            config = MemcacheStoreConfig.load(config)
-        self.config = config
+        self.config = (
+            config if isinstance(config, MemcacheStoreConfig) else MemcacheStoreConfig.load(config)
+        )
+        config = self.config
         self.lookup_only = lookup_only
-        try:
-            import memcache_hybrid as mmc
-        except ImportError as exc:
-            raise ImportError(
-                "MemcacheBackend needs MemCache: pip install memcache-hybrid"
-            ) from exc
-        self._mmc = mmc
-        host, port = _tcp_url("meta_service_url", config.meta_service_url)
-        reason = probe_tcp(host, port, float(config.client_timeout_s))
-        if reason is not None:
-            raise BackendError(
-                f"MemCache meta_service_url={config.meta_service_url}: cannot connect ({reason})"
-            )
-        self._address = (host, port)
+        self._mmc = mmc = import_store_module(
+            "memcache_hybrid", "MemcacheBackend needs MemCache: pip install memcache-hybrid"
+        )
+        self._probe_service(
+            "meta_service_url",
+            config.meta_service_url,
+            _tcp_url("meta_service_url", config.meta_service_url),
+            float(config.client_timeout_s),
+        )
         store = mmc.DistributedObjectStore()
         rc = store.setup(self._local_config(mmc, config))
         if rc != 0:
@@ -286,37 +281,28 @@ class MemcacheBackend(StoreClientBackend):
     def put(
         self, keys: Sequence[str], addrs: Sequence[Sequence[int]], sizes: Sequence[Sequence[int]]
     ) -> list[int]:
-        flat = single_segments(keys, addrs, sizes)
-        if not keys:
-            return []
+        store, replicate = self._store, self._replicate
         direction, _ = self._directions()
-        if flat is not None:
-            results = self._store.batch_put_from(
-                list(keys), flat[0], flat[1], direction, self._replicate
-            )
-        else:
-            results = self._store.batch_put_from_layers(
-                list(keys),
-                [list(a) for a in addrs],
-                [list(s) for s in sizes],
-                direction,
-                self._replicate,
-            )
-        return [int(r) for r in results]
+        return self._batch(
+            keys,
+            addrs,
+            sizes,
+            lambda k, a, s: store.batch_put_from(k, a, s, direction, replicate),
+            lambda k, a, s: store.batch_put_from_layers(k, a, s, direction, replicate),
+        )
 
     def get(
         self, keys: Sequence[str], addrs: Sequence[Sequence[int]], sizes: Sequence[Sequence[int]]
     ) -> list[int]:
-        flat = single_segments(keys, addrs, sizes)
-        if not keys:
-            return []
+        store = self._store
         _, direction = self._directions()
-        if flat is not None:
-            results = self._store.batch_get_into(list(keys), flat[0], flat[1], direction)
-        else:
-            results = self._store.batch_get_into_layers(
-                list(keys), [list(a) for a in addrs], [list(s) for s in sizes], direction
-            )
+        results = self._batch(
+            keys,
+            addrs,
+            sizes,
+            lambda k, a, s: store.batch_get_into(k, a, s, direction),
+            lambda k, a, s: store.batch_get_into_layers(k, a, s, direction),
+        )
         # The binding does not document its success value (untestable without an NPU): both 0
         # and a byte count are read as success; the Backend contract wants bytes written.
         return [sum(s) if int(r) == 0 else int(r) for r, s in zip(results, sizes, strict=True)]

@@ -37,13 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend._store_client import (
     StoreClientBackend,
+    import_store_module,
     read_store_settings,
 )
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (
     BackendError,
     parse_byte_size,
-    probe_tcp,
-    single_segments,
     split_host_port,
 )
 
@@ -217,17 +216,16 @@ class MooncakeBackend(StoreClientBackend):
         lookup_only: bool = False,
     ) -> None:
         super().__init__(parallel_config)
-        if not isinstance(config, MooncakeStoreConfig):
-            config = MooncakeStoreConfig.load(config)
-        self.config = config
+        self.config = (
+            config if isinstance(config, MooncakeStoreConfig) else MooncakeStoreConfig.load(config)
+        )
+        config = self.config
         self.lookup_only = lookup_only
-        try:
-            from mooncake.store import MooncakeDistributedStore, ReplicateConfig
-        except ImportError as exc:
-            raise ImportError(
-                "MooncakeBackend needs Mooncake: pip install mooncake-transfer-engine "
-                "(mooncake-transfer-engine-non-cuda on CPU/NPU hosts)"
-            ) from exc
+        mooncake = import_store_module(
+            "mooncake.store",
+            "MooncakeBackend needs Mooncake: pip install mooncake-transfer-engine "
+            "(mooncake-transfer-engine-non-cuda on CPU/NPU hosts)",
+        )
         segment = 0 if lookup_only else config.global_segment_size
         memory = _physical_memory_bytes()
         if memory is not None and segment > memory:
@@ -235,14 +233,13 @@ class MooncakeBackend(StoreClientBackend):
                 f"global_segment_size={segment} bytes is more than this host's memory "
                 f"({memory} bytes); master {config.master_server_address}"
             )
-        host, port = split_host_port("master_server_address", config.master_server_address)
-        reason = probe_tcp(host, port, config.connect_timeout_s)
-        if reason is not None:
-            raise BackendError(
-                f"Mooncake master_server_address={config.master_server_address}: "
-                f"cannot connect ({reason})"
-            )
-        store = MooncakeDistributedStore()
+        self._probe_service(
+            "master_server_address",
+            config.master_server_address,
+            split_host_port("master_server_address", config.master_server_address),
+            config.connect_timeout_s,
+        )
+        store = mooncake.MooncakeDistributedStore()
         rc = store.setup(
             config.local_hostname,
             config.metadata_server,
@@ -260,11 +257,10 @@ class MooncakeBackend(StoreClientBackend):
                 rc,
             )
         self._store = store
-        self._replicate = ReplicateConfig()
+        self._replicate = mooncake.ReplicateConfig()
         self._replicate.replica_num = config.replica_num
         if config.prefer_local_segment:
             self._replicate.preferred_segment = store.get_hostname()
-        self._address = (host, port)
         self._closed = False
 
     @property
@@ -295,29 +291,22 @@ class MooncakeBackend(StoreClientBackend):
     def put(
         self, keys: Sequence[str], addrs: Sequence[Sequence[int]], sizes: Sequence[Sequence[int]]
     ) -> list[int]:
-        flat = single_segments(keys, addrs, sizes)
-        if not keys:
-            return []
-        if flat is not None:
-            results = self._store.batch_put_from(list(keys), flat[0], flat[1], self._replicate)
-        else:
-            results = self._store.batch_put_from_multi_buffers(
-                list(keys), [list(a) for a in addrs], [list(s) for s in sizes], self._replicate
-            )
+        store, replicate = self._store, self._replicate
+        results = self._batch(
+            keys,
+            addrs,
+            sizes,
+            lambda k, a, s: store.batch_put_from(k, a, s, replicate),
+            lambda k, a, s: store.batch_put_from_multi_buffers(k, a, s, replicate),
+        )
         return self._checked("batch_put_from", results)
 
     def get(
         self, keys: Sequence[str], addrs: Sequence[Sequence[int]], sizes: Sequence[Sequence[int]]
     ) -> list[int]:
-        flat = single_segments(keys, addrs, sizes)
-        if not keys:
-            return []
-        if flat is not None:
-            results = self._store.batch_get_into(list(keys), flat[0], flat[1])
-        else:
-            results = self._store.batch_get_into_multi_buffers(
-                list(keys), [list(a) for a in addrs], [list(s) for s in sizes]
-            )
+        results = self._batch(
+            keys, addrs, sizes, self._store.batch_get_into, self._store.batch_get_into_multi_buffers
+        )
         return self._checked("batch_get_into", results)
 
     def _checked(self, op: str, results: Sequence[int]) -> list[int]:
