@@ -1,0 +1,22 @@
+"""`vam rules infer`: a move-table step inferred statically (with `ast`) from two releases.
+
+`sources`/`gitsource` read releases into file maps, `index` lists their modules and
+definitions, `modules` and `symbols` match them, `emit` writes the TOML, `pipeline` runs
+it all and checks the result with the rules loader and `check_against`.
+"""
+
+from migrator.infer.gitsource import open_git
+from migrator.infer.pipeline import Inference, choose_packages, file_count, infer, step_version
+from migrator.infer.sources import InputError, Source, open_release
+
+__all__ = [
+    "Inference",
+    "InputError",
+    "Source",
+    "choose_packages",
+    "file_count",
+    "infer",
+    "open_git",
+    "open_release",
+    "step_version",
+]

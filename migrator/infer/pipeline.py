@@ -1,0 +1,160 @@
+"""Two releases -> an inferred, validated and checked move table step.
+
+The steps: choose the packages, index both releases, match (module moves, then symbol
+moves), keep what touches `under`, render the TOML, then parse it back with the rules
+loader and check every name against both trees (`check_against`).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from migrator.infer.emit import Header, render
+from migrator.infer.finding import Finding, under
+from migrator.infer.gitsource import Interim
+from migrator.infer.index import Module, build_indexes, module_name, parse_definitions
+from migrator.infer.modules import interim_moves, module_moves
+from migrator.infer.sources import InputError, Source
+from migrator.infer.symbols import renames_in_moved, symbol_moves
+from migrator.rules_tools import check_against
+from rules import RulesError, parse
+from rules.schema import VERSION_RE
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+
+@dataclass
+class Inference:
+    """The table's text, its findings, files skipped as unparsable, and check failures."""
+
+    text: str
+    findings: list[Finding]
+    skipped: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def choose_packages(old: Source, new: Source, wanted: Sequence[str]) -> tuple[str, ...]:
+    """The packages to compare: `wanted`, else every top-level package in both.
+
+    Raises:
+        InputError: a wanted package missing from a release, or no package in common.
+    """
+    both = old.packages() & new.packages()
+    for package in wanted:
+        for source in (old, new):
+            if package not in source.packages():
+                raise InputError(f"{source.label}: no top-level package {package!r}")
+    if not wanted and not both:
+        raise InputError(f"{old.label} and {new.label} have no top-level package in common")
+    return tuple(sorted(set(wanted) or both))
+
+
+def file_count(source: Source, packages: Sequence[str]) -> int:
+    """How many files indexing `source` reads (the progress bar's length)."""
+    return sum(1 for path in source.files if path.split("/")[0] in packages)
+
+
+def step_version(new: Source, version: str | None) -> str:
+    """`version`, else NEW's own, without a local part (`+g1234`).
+
+    Raises:
+        InputError: no version known, or not of the form the rules loader accepts.
+    """
+    chosen = version or new.version
+    if not chosen:
+        raise InputError(f"{new.label}: cannot tell its version; pass --version")
+    chosen = chosen.split("+")[0]
+    if not VERSION_RE.match(chosen):
+        raise InputError(f"malformed version {chosen!r} (want N.N[.N][rcN|aN|bN][.postN|.devN])")
+    return chosen
+
+
+def infer(
+    old: Source,
+    new: Source,
+    packages: Sequence[str],
+    version: str,
+    scope: str | None = None,
+    interims: Sequence[Interim] = (),
+    tick: Callable[[], None] = lambda: None,
+) -> Inference:
+    """Infer one step from OLD to NEW; `scope` keeps moves out of, into or inside it.
+
+    Raises:
+        InputError: `scope` names no module of either release.
+    """
+    old_index, new_index = build_indexes(old.files, new.files, packages, tick)
+    if scope and not (old_index.has(scope) or new_index.has(scope)):
+        raise InputError(f"--under {scope}: no such module or package in either release")
+    moves = module_moves(old_index, new_index)
+    findings = [
+        *moves,
+        *symbol_moves(old_index, new_index),
+        *renames_in_moved(old_index, new_index, moves),
+        *interim_moves(_interim_modules(interims, packages), new_index),
+    ]
+    if scope:
+        findings = [f for f in findings if _touches(f, scope)]
+    header = Header(
+        name=packages[0] if len(packages) == 1 else "inferred",
+        packages=tuple(packages),
+        old_version=old.version or Path(old.label).name,
+        new_version=version,
+        under=scope,
+    )
+    text = render(header, findings)
+    skipped = [f"{old.label}: {p}" for p in old_index.skipped]
+    skipped += [f"{new.label}: {p}" for p in new_index.skipped]
+    return Inference(text, findings, skipped, check(text, old, new))
+
+
+def _interim_modules(interims: Sequence[Interim], packages: Sequence[str]) -> dict[str, Module]:
+    out = {}
+    for interim in interims:
+        if interim.path.split("/")[0] not in packages:
+            continue
+        dotted, is_package = module_name(interim.path)
+        module = parse_definitions(interim.data, dotted, is_package)
+        if module is not None:
+            out[dotted] = module
+    return out
+
+
+def _touches(finding: Finding, scope: str) -> bool:
+    if under(finding.old, scope):
+        return True
+    targets = (finding.new, *finding.candidates) if finding.kind != "removed" else ()
+    return any(t and under(t, scope) for t in targets)
+
+
+def check(text: str, old: Source, new: Source) -> list[str]:
+    """Parse the table back (loader + validation) and check its names against both trees."""
+    try:
+        pack = parse(tomllib.loads(text), source="<inferred>")
+    except (RulesError, tomllib.TOMLDecodeError) as exc:
+        return [str(exc)]
+    with _on_disk(old) as old_root, _on_disk(new) as new_root:
+        return check_against(pack.steps[0], old_root, new_root)
+
+
+@contextmanager
+def _on_disk(source: Source) -> Iterator[Path]:
+    """A directory holding `source`'s packages: its own, or a temporary copy."""
+    if source.root is not None:
+        yield source.root
+        return
+    with tempfile.TemporaryDirectory(prefix="vam-infer-") as tmp:
+        root = Path(tmp)
+        for rel, data in source.files.items():
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        yield root
