@@ -6,13 +6,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from migrator.verify_imports import findings as codes
-from migrator.verify_imports.discovery import EXTENSION, NAMESPACE, ModuleFile
+from migrator.verify_imports.discovery import EXTENSION, NAMESPACE, SOURCE, ModuleFile
 from migrator.verify_imports.findings import Finding
+from migrator.verify_imports.forwarding import Served
 from migrator.verify_imports.index import ImportedName, ImportStmt
 from migrator.verify_imports.project import (
     IMPLICIT_NAMES,
@@ -40,6 +42,84 @@ def check_file(project: Project, target: ModuleFile, show: Show) -> list[Finding
         else:
             checker.check_import(stmt)
     return unsuppressed(project.source(target.path), checker.findings)
+
+
+def check_dotted(project: Project, target: ModuleFile, dotted: str, line: int, col: int,
+                 show: Show) -> list[Finding]:
+    """Findings for a first-party path written as a string in `target` (a `mock.patch` target,
+    a qualname): as `from P import N` where P is the longest prefix of `dotted` that is a
+    module and N the next component (what mock.patch imports, then looks up); attributes
+    beyond N are not checked. Messages start with the string itself. `top.name` alone, with
+    no such submodule, is skipped: that is how torch custom ops are named (`vllm.mla_forward`
+    in a list of graph-splitting ops), not a path."""
+    parts = dotted.split(".")
+    cut = max((i for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in project.modules),
+              default=0)
+    if cut == len(parts) or not project.is_first_party(dotted) or (cut, len(parts)) == (1, 2):
+        return []
+    checker = _FileChecker(project, target, show(target.path), show)
+    if cut == 0:
+        stmt = ImportStmt(False, None, 0, (ImportedName(dotted, None, line, col),), line, col,
+                          None, False, False)
+        checker.check_import(stmt)
+    else:
+        stmt = ImportStmt(True, ".".join(parts[:cut]), 0,
+                          (ImportedName(parts[cut], None, line, col),), line, col, None, False,
+                          False)
+        checker.check_from(stmt)
+    return [dataclasses.replace(f, message=f"string '{dotted}': {f.message}")
+            for f in checker.findings]
+
+
+def folder_findings(project: Project, checked: Iterable[Path], show: Show) -> list[Finding]:
+    """VAI005 at each left-out folder (see unpackaged.py) that a module outside it imports, when
+    the run checks one of those importers or a file below the folder (`checked`: every file
+    the run reports on, in any layout). Position: the folder, line 1, column 1."""
+    unpackaged = project.unpackaged
+    if not unpackaged.dirs:
+        return []
+    checked = list(checked)
+    targets = {target.name for target in project.layout.targets}
+    found = []
+    for folder, importers in sorted(_folder_importers(project).items()):
+        path = unpackaged.dirs[folder].path
+        if importers & targets or any(p.is_relative_to(path) for p in checked):
+            where = show(path)
+            found.append(Finding(
+                where, 1, 1, codes.UNPACKAGED_DIR,
+                f"{where}/ has no __init__.py but '{folder.rpartition('.')[0]}' is a regular "
+                f"package: {unpackaged.finder} leaves it and everything below it out of the wheel",
+                folder))
+    return found
+
+
+def _folder_importers(project: Project) -> dict[str, set[str]]:
+    """{left-out folder: first-party modules outside it that import from it}."""
+    unpackaged = project.unpackaged
+    importers: dict[str, set[str]] = {}
+    for name, mod in project.modules.items():
+        info = project.info(name) if mod.kind == SOURCE else None
+        if info is None:
+            continue
+        home = unpackaged.outermost(name)
+        for stmt in info.imports:
+            for imported in _imported_modules(stmt, name, mod.is_package):
+                folder = unpackaged.outermost(imported)
+                if folder and folder != home:
+                    importers.setdefault(folder, set()).add(name)
+    return importers
+
+
+def _imported_modules(stmt: ImportStmt, module: str, is_package: bool) -> list[str]:
+    """The dotted names a statement may import: `import a.b` -> a.b; `from m import x` -> m and
+    m.x (x may be a submodule)."""
+    if not stmt.is_from:
+        return [alias.name for alias in stmt.names]
+    try:
+        source = resolve_from_module(stmt, module, is_package)
+    except RelativeImportError:
+        return []
+    return [source, *(f"{source}.{alias.name}" for alias in stmt.names)]
 
 
 def unsuppressed(source: bytes, found: list[Finding]) -> list[Finding]:
@@ -93,6 +173,8 @@ class _FileChecker:
                 message, suggestion = self.missing_module_message(missing, ())
                 self.report(stmt, alias.line, alias.col, codes.MISSING_MODULE, message, missing,
                             suggestion=suggestion)
+            else:
+                self.check_packaged(stmt, alias.line, alias.col, alias.name)
 
     def check_from(self, stmt: ImportStmt) -> None:
         try:
@@ -111,10 +193,27 @@ class _FileChecker:
             self.report(stmt, stmt.line, stmt.col, codes.MISSING_MODULE, message, missing,
                         suggestion=suggestion)
             return
+        # A statement from a left-out module is reported once; else each left-out submodule.
+        if not self.check_packaged(stmt, stmt.line, stmt.col, module) and not stmt.is_star:
+            for alias in stmt.names:
+                if f"{module}.{alias.name}" in self.project.modules:
+                    self.check_packaged(stmt, alias.line, alias.col, f"{module}.{alias.name}")
         if stmt.is_star:
             return
         for alias in stmt.names:
             self.check_name(stmt, module, alias)
+
+    def check_packaged(self, stmt: ImportStmt, line: int, col: int, module: str) -> bool:
+        """VAI005 when `module` lies in a folder the wheel leaves out; whether it does."""
+        unpackaged = self.project.unpackaged
+        folder = unpackaged.outermost(module)
+        if not folder or unpackaged.outermost(self.target.name) == folder:
+            return False  # an import inside the left-out folder: the folder finding says it
+        where = self.show(unpackaged.dirs[folder].path)
+        self.report(stmt, line, col, codes.UNPACKAGED_DIR,
+                    f"'{module}' is not in the wheel: {where}/ has no __init__.py (add one, or "
+                    "declare namespace packages: find_namespace_packages())", folder)
+        return True
 
     def check_name(self, stmt: ImportStmt, module: str, alias: ImportedName) -> None:
         project = self.project
@@ -136,12 +235,28 @@ class _FileChecker:
         ns = project.namespace(module)
         if name in ns.bindings or name in IMPLICIT_NAMES or (name == "__path__" and mod.is_package):
             return
+        served_by = project.getattr_of(module) if info.has_getattr else None
+        served = served_by.served.get(name) if served_by is not None else None
+        if served is not None and (served.deprecated or served.target):
+            self.report_served(stmt, alias, module, served)
+            return
+        # A __getattr__ that raises AttributeError for every name it does not list serves
+        # nothing more: an unlisted name is as missing as in a module without one.
+        lazy = info.has_getattr and not (served is None and served_by is not None
+                                         and served_by.closed)
         if name in ns.typing_names:
-            if not stmt.typing_only:
-                detail = f"{where} binds '{name}' only under TYPE_CHECKING"
+            if stmt.typing_only:
+                return
+            detail = f"{where} binds '{name}' only under TYPE_CHECKING or in a bare annotation"
+            if lazy:  # PEP 562 lazy import: typed statically, served at run time
+                self.report(stmt, alias.line, alias.col, codes.GETATTR_NAME,
+                            f"'{name}' from '{module}' is unknown at run time: {detail}, and "
+                            "it serves names with a module-level __getattr__ (PEP 562)",
+                            module, name)
+            else:
                 self.report_missing_name(stmt, alias, module, detail)
             return
-        if info.has_getattr:
+        if lazy:
             self.report(stmt, alias.line, alias.col, codes.GETATTR_NAME,
                         f"'{name}' from '{module}' is unknown: {where} serves names with a "
                         "module-level __getattr__ (PEP 562)", module, name)
@@ -155,6 +270,20 @@ class _FileChecker:
                         module, name)
         else:
             self.report_missing_name(stmt, alias, module, f"{where} defines no '{name}'")
+
+    def report_served(self, stmt: ImportStmt, alias: ImportedName, module: str,
+                      served: Served) -> None:
+        """VAI104 for a name a deprecation `__getattr__` forwards; nothing for a lazy import
+        from a named module."""
+        if not served.deprecated:
+            return
+        where = self.show(self.project.modules[module].path)
+        home = f"import it from '{served.target.rpartition('.')[0]}'" if served.target \
+            else "its new home is not named in the source"
+        self.report(stmt, alias.line, alias.col, codes.DEPRECATED_NAME,
+                    f"'{alias.name}' from '{module}' is deprecated: only the module __getattr__ "
+                    f"in {where} still serves it, with a DeprecationWarning; {home}",
+                    module, alias.name, served.target)
 
     def report_missing_name(self, stmt: ImportStmt, alias: ImportedName, module: str,
                             detail: str) -> None:

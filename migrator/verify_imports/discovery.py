@@ -3,16 +3,22 @@
 A target is a package directory, a plain directory (every Python file under it), a single file
 (what pre-commit passes) or an importable package name. Whatever the target, the whole top-level
 package it belongs to is indexed, found by walking up through `__init__.py` files, so checking
-one file gives the same findings for that file as checking the whole tree.
+one file gives the same findings for that file as checking the whole tree. Directories are walked
+by `migrator.walk`, as `vam migrate` walks them (`.gitignore`, tool folders, build output).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from migrator.modname import ModuleNamer
+from migrator.walk import glob_regex, skipped_dir, walk
 
 SOURCE = "source"
 STUB = "stub"
@@ -20,8 +26,9 @@ EXTENSION = "extension"
 NAMESPACE = "namespace"
 
 _CHECKED_SUFFIXES = (".py", ".pyi")
+_CHECKED = glob_regex(f"*{suffix}" for suffix in _CHECKED_SUFFIXES)
 _EXTENSION_SUFFIXES = (".so", ".pyd")
-_SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
+_SPEC_TIMEOUT_S = 60.0  # asking another interpreter where a package lives (its startup only)
 
 
 class TargetError(Exception):
@@ -53,7 +60,10 @@ class Layout:
     targets: list[ModuleFile] = field(default_factory=list)
 
 
-def discover(targets: Sequence[str], generated: Sequence[str] = ()) -> list[Layout]:
+def discover(
+    targets: Sequence[str], generated: Sequence[str] = (), skipped: list[Path] | None = None,
+    python: str | None = None,
+) -> list[Layout]:
     """Resolve `targets` and index the first-party packages they belong to: one `Layout` per
     sys.path root, since `pkg` under one root and `pkg` under another (a test fixture copy,
     say) are different packages.
@@ -61,14 +71,18 @@ def discover(targets: Sequence[str], generated: Sequence[str] = ()) -> list[Layo
     `generated` names modules the build creates (a compiled extension, a `_build_info.py`
     written by setup.py): they count as existing, with names that cannot be checked.
 
+    Files met in a walk that are not regular files (FIFOs, sockets) are appended to `skipped`.
+    A target given as a package name is located as the interpreter `python` sees it (default:
+    the running one), without importing it.
+
     Raises TargetError (one line, for the CLI's exit 2) for a target that does not exist or is
     not Python.
     """
     layouts: dict[Path, Layout] = {}
-    namer = _Namer()
+    namer = ModuleNamer()
     seen: set[Path] = set()
     for target in targets:
-        for path in _files_of(_locate(target)):
+        for path in _files_of(_locate(target, python), skipped):
             resolved = path.resolve()
             if resolved in seen:
                 continue
@@ -90,33 +104,32 @@ def discover(targets: Sequence[str], generated: Sequence[str] = ()) -> list[Layo
     return [layouts[root] for root in sorted(layouts)]
 
 
-def _locate(target: str) -> Path:
+def _locate(target: str, python: str | None) -> Path:
     path = Path(target)
     if path.exists():
         if path.is_file() and path.suffix not in _CHECKED_SUFFIXES:
             raise TargetError(f"not a Python file: {target}")
         return path
     if all(part.isidentifier() for part in target.split(".")):
-        found = _find_package(target)
+        found = _find_package(target, python)
         if found is not None:
             return found
-    raise TargetError(f"no such file, directory or importable package: {target}")
+    seen_by = f" (for {python})" if python else ""
+    raise TargetError(f"no such file, directory or importable package{seen_by}: {target}")
 
 
-def _find_package(dotted: str) -> Path | None:
+def _find_package(dotted: str, python: str | None) -> Path | None:
     """Locate an installed package without importing it (find_spec of a top-level name runs no
     package code; submodules are then looked up on disk)."""
     top, _, rest = dotted.partition(".")
-    try:
-        spec = importlib.util.find_spec(top)
-    except (ImportError, ValueError):
+    found = _top_level_spec(top) if python is None else _top_level_spec_in(python, top)
+    if found is None:
         return None
-    if spec is None:
-        return None
-    if spec.submodule_search_locations:
-        base = Path(next(iter(spec.submodule_search_locations)))
-    elif spec.origin and not rest:
-        return Path(spec.origin)
+    locations, origin = found
+    if locations:
+        base = Path(locations[0])
+    elif origin and not rest:
+        return Path(origin)
     else:
         return None
     if not rest:
@@ -128,49 +141,54 @@ def _find_package(dotted: str) -> Path | None:
     return None
 
 
-def _files_of(path: Path) -> Iterator[Path]:
+def _top_level_spec(top: str) -> tuple[list[str], str | None] | None:
+    """(submodule search locations, origin) of top-level module `top`; None when not found."""
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    return list(spec.submodule_search_locations or []), spec.origin
+
+
+# Runs in the --python interpreter; prints _top_level_spec's answer as JSON.
+_SPEC_QUERY = """
+import importlib.util, json, sys
+try:
+    spec = importlib.util.find_spec(sys.argv[1])
+except (ImportError, ValueError):
+    spec = None
+found = None if spec is None else [list(spec.submodule_search_locations or []), spec.origin]
+print(json.dumps(found))
+"""
+
+
+def _top_level_spec_in(python: str, top: str) -> tuple[list[str], str | None] | None:
+    """`_top_level_spec` as another interpreter sees it (its own sys.path and site-packages).
+
+    Raises TargetError when `python` cannot be run or answers nonsense.
+    """
+    try:
+        done = subprocess.run([python, "-c", _SPEC_QUERY, top], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=_SPEC_TIMEOUT_S)
+        answer = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else ()
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+        raise TargetError(f"cannot ask {python} where '{top}' is: {exc}") from None
+    if answer is None:
+        return None
+    if not (isinstance(answer, list) and len(answer) == 2 and isinstance(answer[0], list)):
+        last = done.stderr.strip().splitlines()[-1:] or ["no answer"]
+        raise TargetError(f"cannot ask {python} where '{top}' is: {last[0]}")
+    return [str(p) for p in answer[0]], answer[1] if isinstance(answer[1], str) else None
+
+
+def _files_of(path: Path, skipped: list[Path] | None) -> Iterator[Path]:
     if path.is_file():
         yield path
-        return
-    for dirpath, dirnames, filenames in os.walk(path):
-        dirnames[:] = sorted(d for d in dirnames if not _skipped_dir(Path(dirpath), d))
-        for filename in sorted(filenames):
-            if filename.endswith(_CHECKED_SUFFIXES):
-                yield Path(dirpath, filename)
-
-
-def _skipped_dir(parent: Path, name: str) -> bool:
-    if name.startswith(".") or name in _SKIP_DIRS or name.endswith(".egg-info"):
-        return True
-    return (parent / name / "pyvenv.cfg").exists()  # a virtual environment
-
-
-class _Namer:
-    """Module names by walking up `__init__.py` files, with one stat per directory at most."""
-
-    def __init__(self) -> None:
-        self._is_package_dir: dict[Path, bool] = {}
-
-    def _package_dir(self, directory: Path) -> bool:
-        known = self._is_package_dir.get(directory)
-        if known is None:
-            known = directory.name.isidentifier() and (directory / "__init__.py").is_file()
-            self._is_package_dir[directory] = known
-        return known
-
-    def module_of(self, file: Path) -> tuple[Path, str, bool]:
-        """(sys.path root, dotted module name, is a package `__init__`) for a Python file."""
-        stem = file.name.partition(".")[0]
-        is_package = stem == "__init__"
-        parts = [] if is_package else [stem]
-        directory = file.parent
-        while self._package_dir(directory):
-            parts.append(directory.name)
-            directory = directory.parent
-        if not parts:  # an `__init__.py` in a directory that is not a package name
-            parts = [file.parent.name]
-            directory = file.parent.parent
-        return directory, ".".join(reversed(parts)), is_package
+    elif path.is_dir():
+        for full, _ in walk(str(path), _CHECKED, skipped=skipped):
+            yield Path(full)
 
 
 def _index_top(root: Path, top: str, modules: dict[str, ModuleFile]) -> None:
@@ -197,11 +215,13 @@ def _index_dir(directory: Path, name: str, modules: dict[str, ModuleFile]) -> No
     with os.scandir(directory) as entries:
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
-                if entry.name.isidentifier() and not _skipped_dir(directory, entry.name):
+                if entry.name.isidentifier() and not skipped_dir(entry.path):
                     subdirs.append(entry.name)
                 continue
             stem, dot, suffix = entry.name.partition(".")
             if not stem.isidentifier() or stem == "__init__" or not dot:
+                continue
+            if not entry.is_file():  # a FIFO or socket named like a module: never read it
                 continue
             if suffix == "py":
                 rank, kind = 1, SOURCE

@@ -11,6 +11,7 @@ keeps indexing close to the cost of `ast.parse` itself.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 # A binding made only when a function runs (`global X` inside a def): present after import,
@@ -21,6 +22,10 @@ _NO_IMPORT_INSIDE = frozenset({
     ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return, ast.Pass, ast.Raise,
     ast.Assert, ast.Delete, ast.Break, ast.Continue, ast.Nonlocal,
 })
+
+_GLOBALS = re.compile(rb"\bglobals\(\)")
+_GLOBALS_READ_AFTER = re.compile(rb"\.(?:keys|values|items|get|copy)\(")
+_GLOBALS_READ_BEFORE = re.compile(rb"\bin\s+\Z")
 
 _IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
@@ -66,7 +71,9 @@ class ModuleInfo:
 
     `bindings` maps a module-level name to (position, line) of its first run-time binding,
     `rebinds` to the later ones (the cycle check needs them when the first one fails);
-    `typing_names` are bound only under `if TYPE_CHECKING:`; `defined` are the names bound by
+    `typing_names` exist only for type checkers (bound under `if TYPE_CHECKING:`, or declared
+    by a bare annotation `X: T`); `has_getattr`: a module-level `__getattr__` is bound at run
+    time (PEP 562), serving names it does not bind; `defined` are the names bound by
     def/class/assignment (not by import), the candidates for "did you mean" suggestions.
     `all_names` is the literal `__all__` (None when absent or not a literal).
     """
@@ -110,7 +117,7 @@ def index_source(source: bytes, filename: str = "<unknown>") -> ModuleInfo:
         info.syntax_error = (line, col, message)
         return info
     # A cheap textual test first: only modules that mention these can add names at run time.
-    info.dynamic_globals = b"globals()" in source or b"sys.modules[__name__]" in source
+    info.dynamic_globals = b"sys.modules[__name__]" in source or _writes_globals(source)
     _Indexer(info).block(tree.body, _TOP)
     info.typing_names -= info.bindings.keys()
     return info
@@ -129,6 +136,8 @@ class _Indexer:
         if ctx.typing_only:
             self.info.typing_names.add(name)
             return
+        if name == "__getattr__":  # def, assignment or import alike (`lazy.attach` returns one)
+            self.info.has_getattr = True
         add_binding(self.info.bindings, self.info.rebinds, name,
                     (self.pos if pos is None else pos, line))
         if defined:
@@ -168,8 +177,6 @@ class _Indexer:
             self.block(node.body, inner)
             self.pos += 1  # the name is bound once the def statement completes
             self.bind(node.name, ctx, node.lineno, defined=True)
-            if node.name == "__getattr__" and ctx.module_scope and not ctx.typing_only:
-                self.info.has_getattr = True
         elif isinstance(node, ast.ClassDef):
             # A class body runs at import time, but its names are class attributes.
             self.block(node.body, _Ctx(False, ctx.import_time, ctx.typing_only, ctx.guarded))
@@ -186,10 +193,13 @@ class _Indexer:
                 extra = _literal_names(node.value)
                 self.info.all_names = None if extra is None else self.info.all_names + extra
         elif isinstance(node, ast.AnnAssign):
-            if node.value is not None:  # `X: int` alone binds nothing at run time
+            if node.value is not None:
                 self.bind_target(node.target, ctx)
                 if ctx.module_scope and _is_all([node.target]):
                     self.info.all_names = _literal_names(node.value)
+            elif ctx.module_scope and isinstance(node.target, ast.Name):
+                # `X: int` alone binds nothing at run time but declares X to type checkers.
+                self.info.typing_names.add(node.target.id)
         elif isinstance(node, (ast.For, ast.AsyncFor)):
             self.bind_target(node.target, ctx)
             self.block(node.body, ctx)
@@ -302,6 +312,14 @@ def add_binding(first: dict[str, tuple[int, int]], later: dict[str, list[tuple[i
         later.setdefault(name, []).append(current)
     else:
         later.setdefault(name, []).append(binding)
+
+
+def _writes_globals(source: bytes) -> bool:
+    """Whether a `globals()` in `source` may add names: any use but the plain reads vLLM's
+    `__dir__` and `__getattr__` make (`globals().keys()`, `name in globals()`, ...)."""
+    return any(not (_GLOBALS_READ_AFTER.match(source, m.end())
+                    or _GLOBALS_READ_BEFORE.search(source, max(0, m.start() - 16), m.start()))
+               for m in _GLOBALS.finditer(source))
 
 
 def _is_all(targets: list[ast.expr]) -> bool:

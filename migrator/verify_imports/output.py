@@ -1,24 +1,15 @@
-"""Render findings as text (`path:line:col: CODE message`), JSON or GitHub workflow commands."""
+"""Render findings as text (`path:line:col: CODE message`), JSON, GitHub workflow commands or
+SARIF 2.1.0, through the renderer `vam check` uses (migrator.render)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
-from migrator.verify_imports.findings import ERROR, INFO, WARNING, Finding
+from migrator.render import FORMATS, Dialect
+from migrator.render import render as render_as
+from migrator.verify_imports.findings import CODE_TITLES, ERROR, INFO, WARNING, Finding
 
-FORMATS = ("text", "json", "github")
-
-_GITHUB_LEVEL = {ERROR: "error", WARNING: "warning", INFO: "notice"}
-
-
-def render(found: Sequence[Finding], fmt: str) -> str:
-    """The report for `found` in `fmt` (one of FORMATS); "" for text/github with no findings."""
-    if fmt == "json":
-        return json.dumps([_as_json(f) for f in found], indent=2) + "\n"
-    if fmt == "github":
-        return "".join(_as_github(f) + "\n" for f in found)
-    return "".join(f"{f.path}:{f.line}:{f.col}: {f.code} {f.message}\n" for f in found)
+__all__ = ["FORMATS", "VERIFY", "render", "summary"]
 
 
 def _as_json(f: Finding) -> dict[str, object]:
@@ -35,19 +26,14 @@ def _as_json(f: Finding) -> dict[str, object]:
     }
 
 
-def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+VERIFY = Dialect[Finding](
+    CODE_TITLES, lambda f: f.severity, _as_json, github_title=str, title_first=False
+)
 
 
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
-def _as_github(f: Finding) -> str:
-    level = _GITHUB_LEVEL[f.severity]
-    props = (f"file={_escape_property(f.path)},line={f.line},col={f.col},"
-             f"title={_escape_property(f.code)}")
-    return f"::{level} {props}::{_escape_data(f'{f.code} {f.message}')}"
+def render(found: Sequence[Finding], fmt: str) -> str:
+    """The report for `found` in `fmt` (one of FORMATS); "" for text/github with no findings."""
+    return render_as(found, fmt, VERIFY)
 
 
 def summary(found: Sequence[Finding], files: int, seconds: float, mode: str) -> str:

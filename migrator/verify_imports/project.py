@@ -3,11 +3,14 @@ expanded transitively, and the reverse maps behind "did you mean" suggestions.""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from migrator.verify_imports.discovery import EXTENSION, NAMESPACE, Layout, ModuleFile
+from migrator.verify_imports.forwarding import Getattr, read_getattr
 from migrator.verify_imports.index import ImportStmt, ModuleInfo, add_binding, index_source
+from migrator.verify_imports.unpackaged import Unpackaged, find_unpackaged
 
 # Attributes every module has without binding them.
 IMPLICIT_NAMES = frozenset({
@@ -49,14 +52,19 @@ def resolve_from_module(stmt: ImportStmt, module: str, is_package: bool) -> str:
 
 
 class Project:
-    """Parsed first-party modules of one `Layout`; each file is read and parsed at most once."""
+    """Parsed first-party modules of one `Layout`; each file is read and parsed at most once.
 
-    def __init__(self, layout: Layout) -> None:
+    `files` holds the modules' bytes when they come from an archive rather than the disk (a
+    built distribution: what it holds is what ships, so no folder counts as left out)."""
+
+    def __init__(self, layout: Layout, files: Mapping[Path, bytes] | None = None) -> None:
         self.layout = layout
         self.modules = layout.modules
         self.first_party = frozenset(layout.roots)
+        self.unpackaged = Unpackaged() if files is not None else find_unpackaged(layout)
         self._infos: dict[Path, ModuleInfo] = {}
-        self._sources: dict[Path, bytes] = {}
+        self._sources: dict[Path, bytes] = dict(files or {})
+        self._getattrs: dict[str, Getattr | None] = {}
         self._namespaces: dict[str, Namespace] = {}
         self._expanding: set[str] = set()
         self._defined_in: dict[str, list[str]] | None = None
@@ -91,6 +99,19 @@ class Project:
 
     def is_first_party(self, dotted: str) -> bool:
         return dotted.partition(".")[0] in self.first_party
+
+    def getattr_of(self, module: str) -> Getattr | None:
+        """What `module`'s module-level `__getattr__` serves (see forwarding.py); None when it
+        has none or it cannot be read."""
+        if module not in self._getattrs:
+            info = self.info(module)
+            mod = self.modules[module]
+            found = None
+            if info is not None and info.has_getattr:
+                found = read_getattr(self.source(mod.path), module, mod.is_package,
+                                     self.modules.__contains__)
+            self._getattrs[module] = found
+        return self._getattrs[module]
 
     # -- namespaces ---------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migrator.verify_imports.checker import check_file
+from migrator.verify_imports.checker import check_file, folder_findings
 from migrator.verify_imports.cycles import CycleChecker
 from migrator.verify_imports.discovery import SOURCE, Layout, discover
 from migrator.verify_imports.dynamic import (
@@ -122,11 +122,13 @@ def verify_static(targets: Sequence[str], generated: Sequence[str] = ()) -> Veri
         return display_path(path, cwd)
 
     found: list[Finding] = []
-    with _collector_paused():
+    checked_paths = [target.path for layout in layouts for target in layout.targets]
+    with collector_paused():
         for layout in layouts:
             project = Project(layout)
             for target in layout.targets:
                 found += check_file(project, target, show)
+            found += folder_findings(project, checked_paths, show)
             only = {target.path for target in layout.targets}
             found += CycleChecker(project).findings(show, only)
     checked = sum(len(layout.targets) for layout in layouts)
@@ -134,7 +136,7 @@ def verify_static(targets: Sequence[str], generated: Sequence[str] = ()) -> Veri
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Parsing allocates millions of short-lived AST nodes that hold no reference cycles;
     pausing the cyclic garbage collector meanwhile saves about a quarter of the run."""
     was_enabled = gc.isenabled()
@@ -172,9 +174,13 @@ def verify_dynamic(
     python: str | None = None,
     jobs: int | None = None,
 ) -> VerifyResult:
-    """Import each first-party module of `targets` in its own subprocess (see dynamic.py)."""
+    """Import each first-party module of `targets` in its own subprocess (see dynamic.py), run
+    by `python` (default: this interpreter), which also locates targets given as package names.
+
+    Raises TargetError for a target that does not exist, is not Python or `python` cannot find.
+    """
     started = time.perf_counter()
-    modules = [m for layout in discover(targets) for m in dynamic_targets(layout)]
+    modules = [m for layout in discover(targets, python=python) for m in dynamic_targets(layout)]
     outcomes = run_imports(modules, timeout_s=timeout_s, optional=optional,
                            python=python or sys.executable, jobs=jobs)
     cwd = Path.cwd()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -117,3 +119,31 @@ def test_dynamic_and_static_agree_on_a_broken_cycle(tree) -> None:
     assert static.stdout.startswith("pkg/a.py:1:17: VAI003 ")
     assert "partially initialized module 'pkg'" in dynamic.stdout
     assert (static.exit_code, dynamic.exit_code) == (1, 1)
+
+
+def test_package_name_is_located_with_the_python_interpreter(tree, tmp_path: Path) -> None:
+    """--python OTHER: a package importable only there is found there, and imported there."""
+    other = tmp_path / "other-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True,
+                   capture_output=True, timeout=120)
+    python = str(other / "bin" / "python")
+    ask = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    purelib = subprocess.run([python, "-c", ask], check=True, capture_output=True, text=True,
+                             timeout=60).stdout.strip()
+    package = Path(purelib) / "vam_only_there"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    broken = "import sys\nraise RuntimeError(f'imported in {sys.prefix}')\n"
+    (package / "broken.py").write_text(broken)
+    tree({})
+    assert importlib.util.find_spec("vam_only_there") is None
+    result = verify_dynamic(["vam_only_there"], timeout_s=60, python=python)
+    assert result.checked == 2
+    [failure] = result.findings
+    assert (failure.code, failure.module) == ("VAI201", "vam_only_there.broken")
+    assert failure.message.startswith(
+        f"importing 'vam_only_there.broken' failed: RuntimeError: imported in {other}")
+    cli = CliRunner().invoke(main, ["verify-imports", "--dynamic", "--python", python,
+                                    "vam_only_there.broken"])
+    assert cli.exit_code == 1, cli.output
+    assert "VAI201 importing 'vam_only_there.broken' failed" in cli.stdout

@@ -194,6 +194,8 @@ def test_import_of_a_name_as_if_it_were_a_module(tree) -> None:
 
 def test_namespace_packages_and_third_party_imports(tree) -> None:
     tree({
+        # the packaging ships namespace folders, so pkg/ns/ is no VAI005 (test_vi_unpackaged)
+        "pyproject.toml": "[tool.setuptools.packages.find]\nnamespaces = true\n",
         "pkg/__init__.py": "",
         "pkg/ns/mod.py": "X = 1\n",
         "pkg/user.py": """
@@ -249,3 +251,50 @@ def test_same_package_name_under_two_roots_is_two_packages(tree) -> None:
         "fixtures/pkg/user.py": "from pkg.real import X\n",  # no real.py under this root
     })
     assert codes(static("src", "fixtures")) == [("fixtures/pkg/user.py", 1, 1, "VAI002")]
+
+
+def test_type_checking_name_served_by_module_getattr_is_a_warning(tree) -> None:
+    """PEP 562 lazy import: bound for type checkers only, served at run time by __getattr__."""
+    root = tree({
+        "pkg/__init__.py": "",
+        "pkg/_impl.py": "class NPUPlatform: ...\ncurrent_platform = NPUPlatform()\n",
+        "pkg/platform.py": """
+            from typing import TYPE_CHECKING
+            if TYPE_CHECKING:
+                from pkg._impl import NPUPlatform
+                current_platform: NPUPlatform
+            def __getattr__(name):
+                if name in ("NPUPlatform", "current_platform"):
+                    from pkg import _impl
+                    return getattr(_impl, name)
+                raise AttributeError(name)
+        """,
+        "pkg/lazy.py": """
+            from typing import TYPE_CHECKING
+            from pkg._lazy import lazy_getattr as __getattr__
+            if TYPE_CHECKING:
+                from pkg._impl import NPUPlatform
+        """,
+        "pkg/_lazy.py": """
+            def lazy_getattr(name):
+                from pkg import _impl
+                return getattr(_impl, name)
+        """,
+        "pkg/declared.py": "current_platform: int\n",
+        "pkg/user.py": """
+            from typing import TYPE_CHECKING
+            from pkg.platform import NPUPlatform, current_platform
+            from pkg.lazy import NPUPlatform as Lazy
+            if TYPE_CHECKING:
+                from pkg.platform import NPUPlatform as Typed
+                from pkg.declared import current_platform as declared
+        """,
+    })
+    found = static("pkg")
+    assert codes(found) == [
+        ("pkg/user.py", 2, 26, "VAI100"), ("pkg/user.py", 2, 39, "VAI100"),
+        ("pkg/user.py", 3, 22, "VAI100"),
+    ]
+    assert "pkg/platform.py binds 'NPUPlatform' only under TYPE_CHECKING" in found[0].message
+    assert "module-level __getattr__" in found[0].message
+    assert python_import(root, "pkg.user").returncode == 0

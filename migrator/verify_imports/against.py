@@ -1,0 +1,119 @@
+"""`vam verify-imports --against DIST`: do a project's imports of a third-party distribution
+resolve in a given release of it?
+
+The distribution's packages are indexed exactly as a first-party package is (a `Layout` and
+a `Project`, parsed on demand), only from the file map of `migrator.infer.sources` (a tree, an
+sdist or a wheel, read in place) instead of a walk of the disk. Every import in the checked
+files whose top-level package belongs to the distribution, and every string that is a dotted
+path into it (mock.patch targets), then goes through the same checker as first-party imports.
+`Dist.problems` answers the same question for one dotted path, for callers that decide what
+to keep (version-guarded branches).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from migrator.dists import open_dist
+from migrator.infer.sources import Source
+from migrator.verify_imports.checker import check_dotted, check_file, unsuppressed
+from migrator.verify_imports.discovery import NAMESPACE, SOURCE, Layout, ModuleFile, discover
+from migrator.verify_imports.findings import Finding
+from migrator.verify_imports.project import Project
+from migrator.verify_imports.run import VerifyResult, collector_paused, display_path
+from migrator.verify_imports.strings import dotted_strings
+
+# Top-level folders an sdist carries that no installed distribution provides.
+NOT_SHIPPED = frozenset({"tests", "test", "testing", "benchmarks", "examples", "docs", "tools",
+                         "scripts"})
+
+
+@dataclass
+class Dist:
+    """One release of a distribution, indexed: `label` (`vllm==0.13.0` or the path given),
+    `version` as the release states it, `project` its packages as a `Project`."""
+
+    label: str
+    version: str | None
+    project: Project
+
+    @property
+    def packages(self) -> frozenset[str]:
+        return self.project.first_party
+
+    def problems(self, dotted: str) -> list[Finding]:
+        """What is wrong with the dotted path `dotted` (a module, or a module then a name) in
+        this release: [] when it resolves; warnings only (VAI104 deprecated, VAI100 unknown)
+        when it resolves at run time; errors (VAI001/VAI002) when importing it fails."""
+        probe = ModuleFile("__vam_probe__", Path("<reference>"), SOURCE, False)
+        return check_dotted(self.project, probe, dotted, 1, 1, str)
+
+
+def dist_from_source(source: Source) -> Dist:
+    """Index the packages of `source` (never `tests`, `examples`, ...: see NOT_SHIPPED)."""
+    base = source.root or Path(source.label)
+    layout = Layout()
+    files: dict[Path, bytes] = {}
+    for rel, data in sorted(source.files.items()):
+        parts = rel[: -len(".py")].split("/")
+        if parts[0] in NOT_SHIPPED or not all(p.isidentifier() for p in parts):
+            continue
+        path = base / rel
+        files[path] = data
+        layout.roots.setdefault(parts[0], base)
+        _add_module(layout.modules, parts, path)
+    return Dist(source.label, source.version, Project(layout, files))
+
+
+def _add_module(modules: dict[str, ModuleFile], parts: list[str], path: Path) -> None:
+    """Register one file, and its folders as namespace packages until an `__init__.py` says
+    otherwise; a package beats a module file of the same name, which beats a namespace folder
+    (the import system's order)."""
+    is_package = parts[-1] == "__init__"
+    if is_package:
+        parts = parts[:-1]
+    for end in range(1, len(parts)):
+        folder = ".".join(parts[:end])
+        if folder not in modules:
+            modules[folder] = ModuleFile(folder, path.parents[len(parts) - end - 1 + is_package],
+                                         NAMESPACE, True)
+    name = ".".join(parts)
+    current = modules.get(name)
+    if is_package or current is None or current.kind == NAMESPACE:
+        modules[name] = ModuleFile(name, path, SOURCE, is_package)
+
+
+def load_dist(spec: str, index_url: str | None = None) -> Dist:
+    """`dist_from_source` of a DIST spec (see `migrator.dists.open_dist`).
+
+    Raises migrator.infer.sources.InputError (DistError) when it cannot be read or fetched."""
+    return dist_from_source(open_dist(spec, index_url))
+
+
+def verify_against(dist: Dist, targets: Sequence[str]) -> VerifyResult:
+    """Check every import of `dist`'s packages in `targets` (absolute and `from` imports, and
+    dotted-path strings) against `dist`; pragmas (`# vam: ignore`) apply.
+
+    Raises TargetError for a target that does not exist or is not Python."""
+    started = time.perf_counter()
+    layouts = discover(targets)
+    cwd = Path.cwd()
+
+    def show(path: Path) -> str:
+        return display_path(path, cwd)
+
+    found: list[Finding] = []
+    project = dist.project
+    with collector_paused():
+        for layout in layouts:
+            for target in layout.targets:
+                found += check_file(project, target, show)
+                source = project.source(target.path)
+                strings = [f for text, line, col in dotted_strings(source, project.first_party)
+                           for f in check_dotted(project, target, text, line, col, show)]
+                found += unsuppressed(source, strings)
+    checked = sum(len(layout.targets) for layout in layouts)
+    return VerifyResult(sorted(set(found)), checked, time.perf_counter() - started)
