@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from migrator.discover import DEFAULT_TEXT_GLOBS
+from migrator.walk import glob_problem
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -78,9 +79,9 @@ def load_config(start: Path) -> Config:
         rules=_typed(section, "rules", str, path, "vllm_ascend"),
         from_version=_typed(section, "from", str, path, None),
         to_version=_typed(section, "to", str, path, None),
-        exclude=tuple(_string_list(section, "exclude", path)),
+        exclude=tuple(_globs(section, "exclude", path)),
         line_length=_line_length(line_length, where),
-        text_files=tuple(_string_list(section, "text-files", path)) or DEFAULT_TEXT_GLOBS,
+        text_files=_text_files(section, path),
         comments=_typed(section, "comments", bool, path, True),
         source=path,
     )
@@ -131,3 +132,22 @@ def _string_list(section: dict[str, Any], key: str, path: Path) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{path}: [tool.vam] {key} must be a list of strings")
     return value
+
+
+def _globs(section: dict[str, Any], key: str, path: Path) -> list[str]:
+    globs = _string_list(section, key, path)
+    for pattern in globs:
+        problem = glob_problem(pattern)
+        if problem:
+            raise ConfigError(f"{path}: [tool.vam] {key}: {pattern!r}: {problem}")
+    return globs
+
+
+def _text_files(section: dict[str, Any], path: Path) -> tuple[str, ...]:
+    if "text-files" not in section:
+        return DEFAULT_TEXT_GLOBS
+    globs = _globs(section, "text-files", path)
+    if not globs:
+        # An empty list would look at no file at all, and every run would pass.
+        raise ConfigError(f"{path}: [tool.vam] text-files must list at least one glob")
+    return tuple(globs)

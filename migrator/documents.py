@@ -1,4 +1,5 @@
-"""Documents with Python inside: Jupyter notebooks (code cells) and Markdown (python fences).
+"""Documents with Python inside: Jupyter notebooks (code cells) and Markdown (python fences);
+reST code blocks come through `rewrite_blocks` too (see `migrator.rst`).
 
 The Python they hold follows the Python rules (imports re-planned, split, aliased); the
 rest is text. Both functions take the two rewriters as callables, so this module knows
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from migrator import findings as F
@@ -107,8 +109,7 @@ def _in_cell(number: int, finding: F.Finding, human: bool = False) -> F.Finding:
     if human and finding.fixable:
         code = F.NEEDS_HUMAN
         message += " (the notebook's JSON layout cannot be reproduced: edit this cell by hand)"
-    return F.Finding("", finding.line, finding.col, code, finding.kind, message, finding.old,
-                     finding.new, finding.step)
+    return replace(finding, path="", code=code, message=message)
 
 
 # -- Markdown ----------------------------------------------------------------------------------
@@ -119,10 +120,21 @@ def rewrite_markdown(text: str, python: Rewrite, plain: Rewrite) -> tuple[str, l
 
     A fence whose body does not parse (a shell session, pseudo-code) is text like the rest.
     """
+    return rewrite_blocks(text, _python_fences(text), python, plain)
+
+
+Block = tuple[int, int, str]  # (body start, body end, indentation of its lines)
+
+
+def rewrite_blocks(
+    text: str, blocks: list[Block], python: Rewrite, plain: Rewrite
+) -> tuple[str, list[F.Finding]]:
+    """`text` with the Python `blocks` (in order, not overlapping) rewritten as Python and
+    the rest as text; a block whose body does not parse is text like the rest."""
     pieces: list[str] = []
     findings: list[F.Finding] = []
     pos = 0
-    for start, end, indent in _python_fences(text):
+    for start, end, indent in blocks:
         body = _dedent(text[start:end], indent)
         if body is None:
             continue
@@ -142,7 +154,7 @@ def rewrite_markdown(text: str, python: Rewrite, plain: Rewrite) -> tuple[str, l
     return "".join(pieces), findings
 
 
-def _python_fences(text: str) -> list[tuple[int, int, str]]:
+def _python_fences(text: str) -> list[Block]:
     """(body start, body end, indentation) of every ```python / ~~~py fenced block."""
     fences = []
     pos = 0
@@ -171,8 +183,7 @@ def _plain_at(text: str, start: int, end: int, plain: Rewrite) -> tuple[str, lis
 
 
 def _shifted(finding: F.Finding, lines: int, columns: int) -> F.Finding:
-    return F.Finding("", finding.line + lines, finding.col + columns, finding.code, finding.kind,
-                     finding.message, finding.old, finding.new, finding.step)
+    return replace(finding, path="", line=finding.line + lines, col=finding.col + columns)
 
 
 def _dedent(body: str, indent: str) -> str | None:

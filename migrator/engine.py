@@ -8,37 +8,54 @@ the original encoding. Nothing here touches the disk except reading the file.
 from __future__ import annotations
 
 import io
+import platform
 import re
 import tokenize
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 from migrator import findings as F
 from migrator import text as T
-from migrator.discover import SourceFile, package_of
+from migrator.decoding import as_utf8, wide_encoding
+from migrator.discover import SourceFile
 from migrator.documents import rewrite_markdown, rewrite_notebook
-from migrator.pysource import PythonOptions, PythonRewriter
+from migrator.modname import package_of
+from migrator.options import Options
+from migrator.pysource import PythonRewriter
 from migrator.resolver import Resolver
+from migrator.rst import rewrite_rst
+from migrator.snippets import rewrite_snippet
+from migrator.textfile import rewrite_text
+from migrator.walk import NotRegularFile, read_regular
 
+_MARKDOWN = (".md", ".markdown", ".mdx")
+_RST = (".rst", ".rest")
+_DIFF = (".diff", ".patch")
+# Said with every syntax error: the parser is the running interpreter's.
+_NEWER_PYTHON = (
+    f"; if the file is written for a newer Python than Python {platform.python_version()} "
+    "(the one running vam), run vam under that newer Python"
+)
 
-@dataclass(frozen=True)
-class Options:
-    """Per-run switches. `report_only` (check mode) wants findings, not new text: imports are
-    judged without libcst, and files that do not parse are still scanned as text."""
-
-    comments: bool = True
-    line_length: int | None = None
-    report_only: bool = False
+# What `Engine.screen` hands to `Engine.process`: the file's bytes, or the error reading it.
+Read: TypeAlias = bytes | OSError
 
 
 @dataclass
 class FileResult:
-    """What processing one file produced. `new` is None when the file stays as it is."""
+    """What processing one file produced. `new` is None when the file stays as it is.
+
+    `encoding` is the one the file was decoded with (PEP 263 cookie or BOM); `old` holds the
+    bytes as read only where the caller keeps them for a diff (the runner sets it).
+    """
 
     path: str
     new: bytes | None = None
     findings: list[F.Finding] = field(default_factory=list)
     failed: bool = False
     parsed: bool = False
+    encoding: str = "utf-8"
+    old: bytes | None = None
 
 
 class Engine:
@@ -53,12 +70,16 @@ class Engine:
         line_trigger = re.compile(resolver.trigger_pattern().decode(), re.ASCII)
         self._python_rewriter = PythonRewriter(resolver, line_trigger)
 
-    def process(self, source: SourceFile) -> FileResult:
+    def process(self, source: SourceFile, data: Read | None = None) -> FileResult:
+        """New bytes and findings for `source`; `data` is what `screen` read (read here when
+        None), so a file is read once per run."""
         result = FileResult(str(source.path))
-        try:
-            data = source.path.read_bytes()
-        except OSError as exc:
-            return self._fail(result, F.UNREADABLE, f"cannot read: {exc.strerror or exc}")
+        if data is None:
+            data = read(source)
+        if isinstance(data, NotRegularFile):
+            return self._fail(result, F.NOT_REGULAR, str(data))
+        if isinstance(data, OSError):
+            return self._fail(result, F.UNREADABLE, f"cannot read: {data.strerror or data}")
         if not self._may_refer(source, data):
             return result
         if source.kind == "python":
@@ -67,14 +88,14 @@ class Engine:
             return self._notebook(data, result)
         return self._text(source, data, result)
 
-    def screen(self, source: SourceFile) -> bool:
-        """Whether `source` needs processing: it may refer to a moved name (or is unreadable,
-        which `process` reports)."""
-        try:
-            data = source.path.read_bytes()
-        except OSError:
-            return True
-        return self._may_refer(source, data)
+    def screen(self, source: SourceFile) -> Read | None:
+        """What to pass `process` for `source`: its bytes when it may refer to a moved name,
+        the error when it cannot be read (which `process` reports); None when it needs no
+        processing."""
+        data = read(source)
+        if isinstance(data, OSError) or self._may_refer(source, data):
+            return data
+        return None
 
     def _may_refer(self, source: SourceFile, data: bytes) -> bool:
         """Cheap tests every file with a reference passes; most files fail the first.
@@ -83,6 +104,7 @@ class Engine:
         which only a file inside such a package can hold; and it spells the last component
         of a moved name (see `Resolver.trigger_pattern`).
         """
+        data = as_utf8(data)
         if not any(package in data for package in self._packages) and not any(
             part in self.resolver.packages for part in source.path.parts
         ):
@@ -94,10 +116,12 @@ class Engine:
     # -- Python ----------------------------------------------------------------------------
 
     def _python(self, source: SourceFile, data: bytes, result: FileResult) -> FileResult:
+        wide = wide_encoding(data)
         try:
-            encoding, text = decode_python(data)
+            encoding, text = (wide.name, wide.decode(data)) if wide else decode_python(data)
         except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
             return self._fail(result, F.UNREADABLE, f"cannot decode: {_reason(exc)}")
+        result.encoding = encoding
         if T.ignores_file(text):
             return result
         package = package_of(source.path, source.root, self.resolver.packages)
@@ -107,7 +131,7 @@ class Engine:
         except (SyntaxError, RecursionError, MemoryError) as exc:
             if isinstance(exc, SyntaxError):
                 line, col = exc.lineno or 0, exc.offset or 0
-                reason = f"{exc.msg} (line {line}, column {col})"
+                reason = f"{exc.msg} (line {line}, column {col}){_NEWER_PYTHON}"
             else:  # CPython's parser gives up on very deep nesting
                 line = col = 0
                 reason = f"too deeply nested for the parser ({type(exc).__name__})"
@@ -118,7 +142,7 @@ class Engine:
         result.findings.extend(findings)
         if new_text != text:
             try:
-                result.new = new_text.encode(encoding)
+                result.new = wide.encode(new_text) if wide else new_text.encode(encoding)
             except UnicodeEncodeError as exc:
                 return self._fail(
                     result, F.UNWRITABLE, f"cannot encode as {encoding}: {exc.reason}"
@@ -131,19 +155,24 @@ class Engine:
         Raises:
             SyntaxError: `text` is not valid Python.
         """
-        options = PythonOptions(
-            package, self.options.comments, self.options.line_length, not self.options.report_only
-        )
-        return self._python_rewriter.rewrite(text, options)
+        return self._python_rewriter.rewrite(text, package, self.options)
 
     # -- notebooks, Markdown and other text -------------------------------------------------
 
     def _python_cell(self, source: str) -> tuple[str, list[F.Finding]]:
+        """A notebook cell or a documentation snippet: Python, magics and shell lines aside.
+
+        Raises:
+            SyntaxError: not Python even so (the caller treats it as text).
+        """
+        return rewrite_snippet(source, self._python_snippet, self._text_findings)
+
+    def _python_snippet(self, source: str) -> tuple[str, list[F.Finding]]:
         return self.transform_python(source, None)
 
     def _notebook(self, data: bytes, result: FileResult) -> FileResult:
         try:
-            raw = data.decode("utf-8")
+            raw = data.decode("utf-8")  # nbformat: always UTF-8
             new, findings = rewrite_notebook(raw, self._python_cell, self._text_findings)
         except (UnicodeDecodeError, ValueError) as exc:
             return self._fail(result, F.UNREADABLE, f"not a readable notebook: {_reason(exc)}")
@@ -153,31 +182,30 @@ class Engine:
         return result
 
     def _text(self, source: SourceFile, data: bytes, result: FileResult) -> FileResult:
+        wide = wide_encoding(data)
         encoding = "utf-8-sig" if data.startswith(b"\xef\xbb\xbf") else "utf-8"
         try:
-            text = data.decode(encoding)
+            text = wide.decode(data) if wide else data.decode(encoding)
         except UnicodeDecodeError as exc:
-            return self._fail(result, F.UNREADABLE, f"cannot decode as UTF-8: {_reason(exc)}")
+            name = wide.name.upper() if wide else "UTF-8"
+            return self._fail(result, F.UNREADABLE, f"cannot decode as {name}: {_reason(exc)}")
+        result.encoding = wide.name if wide else encoding
         if T.ignores_file(text):
             return result
-        if source.path.suffix.lower() in (".md", ".markdown"):
+        suffix = source.path.suffix.lower()
+        if suffix in _MARKDOWN:
             new_text, findings = rewrite_markdown(text, self._python_cell, self._text_findings)
+        elif suffix in _RST:
+            new_text, findings = rewrite_rst(text, self._python_cell, self._text_findings)
         else:
-            new_text, findings = self._text_findings(text)
+            new_text, findings = rewrite_text(text, self.resolver, diff=suffix in _DIFF)
         result.findings.extend(findings)
         if new_text != text:
-            result.new = new_text.encode(encoding)
+            result.new = wide.encode(new_text) if wide else new_text.encode(encoding)
         return result
 
     def _text_findings(self, text: str) -> tuple[str, list[F.Finding]]:
-        edits = list(T.find_references(text, self.resolver))
-        if not edits:
-            return text, []
-        index = T.LineIndex(text)
-        ignored = T.ignored_lines(text)
-        kept = [e for e in edits if not ignored or index.position(e.start)[0] not in ignored]
-        findings = [F.text_finding(e, "text", *index.position(e.start)) for e in kept]
-        return T.apply_edits(text, kept), findings
+        return rewrite_text(text, self.resolver)
 
     @staticmethod
     def _fail(
@@ -187,6 +215,15 @@ class Engine:
         result.new = None
         result.findings.append(F.failure(code, message, line, col))
         return result
+
+
+def read(source: SourceFile) -> Read:
+    """The bytes of `source`, or the OSError reading them raised (`NotRegularFile` for a
+    FIFO, socket or device: never blocks)."""
+    try:
+        return read_regular(source.path)
+    except OSError as exc:
+        return exc
 
 
 def decode_python(data: bytes) -> tuple[str, str]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from migrator import codes
+from migrator.render import Located
 from migrator.resolver import Resolution
 from migrator.text import TextEdit
 
@@ -11,30 +13,22 @@ from migrator.text import TextEdit
 MOVED = "VAM001"
 NEEDS_HUMAN = "VAM002"
 REMOVED = "VAM003"
+COMPAT_PAIR = "VAM004"  # info: a try/except or if/else pair of old and new path, kept
+PINNED = "VAM005"  # info: a link pinned to a tag or commit, or a diff's removed line, kept
 SYNTAX_ERROR = "VAM901"
 UNREADABLE = "VAM902"
 UNWRITABLE = "VAM903"
+NOT_REGULAR = "VAM904"  # a FIFO, socket or device named on the command line: never read
 INTERNAL_ERROR = "VAM999"
 
-CODE_TITLES = {
-    MOVED: "reference to a moved name",
-    NEEDS_HUMAN: "reference that cannot be rewritten safely",
-    REMOVED: "reference to a removed name",
-    SYNTAX_ERROR: "Python file that does not parse",
-    UNREADABLE: "file that cannot be read or decoded",
-    UNWRITABLE: "file that cannot be written",
-    INTERNAL_ERROR: "file vam failed on (a bug: please report it)",
-}
+CODE_TITLES = codes.titles("VAM")  # {code: title}; titles and docs live in migrator/codes.py
 
 
 @dataclass(frozen=True)
-class Finding:
-    """One thing to report at `path:line:col`. `line`/`col` are 1-based (0 when unknown)."""
+class Finding(Located):
+    """One thing to report at `path:line:col` (fields `path, line, col, code` from `Located`),
+    with its `kind` of reference."""
 
-    path: str
-    line: int
-    col: int
-    code: str
     kind: str
     message: str
     old: str = ""
@@ -44,19 +38,6 @@ class Finding:
     @property
     def fixable(self) -> bool:
         return self.code == MOVED
-
-    def with_path(self, path: str) -> Finding:
-        return Finding(
-            path,
-            self.line,
-            self.col,
-            self.code,
-            self.kind,
-            self.message,
-            self.old,
-            self.new,
-            self.step,
-        )
 
 
 def steps_of(resolution: Resolution) -> str:

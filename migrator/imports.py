@@ -146,6 +146,19 @@ def absolute_module(anchor_package: str | None, level: int, module: str | None) 
     return ".".join(base + ([module] if module else []))
 
 
+def within_moved_package(package: str | None, module: str, resolver: Resolver) -> bool:
+    """Whether a relative import of `module` (absolute) from a file of `package` stays inside
+    a package the table moves: the file and that module then move (or stay) together, so
+    the import is left as it is."""
+    if not package:
+        return False
+    moved = resolver.resolve_module(package)
+    if not moved.changed:
+        return False
+    root = moved.first.old
+    return module == root or module.startswith(root + ".")
+
+
 def relative_module(anchor: str, level: int, target: str) -> tuple[int, str | None]:
     """Write absolute `target` relative to the package `level` dots name from `anchor`.
 
@@ -191,8 +204,9 @@ class ImportContext:
     """What an import rewrite needs besides the statement.
 
     `package` anchors relative imports (None when the file's package is unknown: they are
-    left alone). `line_length` is None when the project configures none. `indent` is the
-    width of the indentation the statement sits at.
+    left alone); `anchor_at_new_home` writes them relative to where the table moves that
+    package instead (for a file that moves with it). `line_length` is None when the project
+    configures none. `indent` is the width of the indentation the statement sits at.
     """
 
     resolver: Resolver
@@ -201,3 +215,4 @@ class ImportContext:
     style: ImportStyle = ImportStyle.BLACK
     indent: int = 0
     comments: bool = True
+    anchor_at_new_home: bool = False

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from migrator.imports import absolute_module
 from migrator.text import NEWLINE, LineIndex
 
 _DOCSTRING_OWNERS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
@@ -58,6 +59,10 @@ class Sites:
     strings: list[ast.Constant] = field(default_factory=list)
     fstrings: list[ast.JoinedStr] = field(default_factory=list)
     calls: list[ast.Call] = field(default_factory=list)
+    # The operands, left to right, of each `a + b + c` with a string among them.
+    concatenations: list[list[ast.expr]] = field(default_factory=list)
+    # try/if statements and conditional expressions: where compatibility pairs live.
+    branches: list[ast.Try | ast.If | ast.IfExp] = field(default_factory=list)
     docstrings: set[int] = field(default_factory=set)
 
 
@@ -115,9 +120,26 @@ class Locator:
         if isinstance(node, ast.JoinedStr):
             self.sites.fstrings.append(node)
             return False
-        if isinstance(node, ast.Call):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            operands = _added(node)
+            if any(isinstance(o, ast.Constant) and isinstance(o.value, str) for o in operands):
+                self.sites.concatenations.append(operands)
+            for operand in operands:  # not the nested `+` nodes: each sum is recorded once
+                if self._covers(operand) and self._take(operand):
+                    self.visit(operand)
+            return False
+        if isinstance(node, (ast.Try, ast.If, ast.IfExp)):
+            self.sites.branches.append(node)
+        elif isinstance(node, ast.Call):
             self.sites.calls.append(node)
         return True
+
+
+def _added(node: ast.BinOp) -> list[ast.expr]:
+    """The operands of a chain of `+` (`a + b + c` parses as `(a + b) + c`), left to right."""
+    left = node.left
+    head = _added(left) if isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add) else [left]
+    return [*head, node.right]
 
 
 def dotted_name(node: ast.expr) -> str | None:
@@ -132,20 +154,18 @@ def dotted_name(node: ast.expr) -> str | None:
 
 
 def top_level_aliases(tree: ast.Module, package: str | None) -> dict[str, str]:
-    """Local names bound by module-level imports to a dotted path (`import a.b as m`)."""
+    """Local names bound by module-level imports to a dotted path (`import a.b as m`).
+
+    `package` anchors relative imports; without it they bind nothing known.
+    """
     aliases: dict[str, str] = {}
     for node in tree.body:
         if isinstance(node, ast.Import):
             aliases.update({a.asname: a.name for a in node.names if a.asname})
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                if not package:
-                    continue
-                parts = package.split(".")
-                if node.level - 1 >= len(parts):
-                    continue
-                base = ".".join([*parts[: len(parts) - node.level + 1], *([base] if base else [])])
+            base = absolute_module(package, node.level, node.module)
+            if base is None:
+                continue  # relative to a package that is unknown
             for alias in node.names:
                 if alias.name != "*":
                     aliases[alias.asname or alias.name] = f"{base}.{alias.name}"

@@ -1,37 +1,43 @@
-"""Turns findings into text, JSON, GitHub annotations, SARIF, diffs and run summaries."""
+"""`vam migrate`/`vam check` output: findings (rendered by migrator.render), diffs, summaries."""
 
 from __future__ import annotations
 
 import difflib
-import json
 import re
-import urllib.parse
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from migrator import __version__
+from migrator import codes
 from migrator import findings as F
+from migrator.codes import ERROR, INFO, WARNING
+from migrator.render import FORMATS, Dialect, text_line
+from migrator.render import render as render_as
 
-FORMATS = ("text", "json", "github", "sarif")
+__all__ = [
+    "FORMATS",
+    "MIGRATE",
+    "is_info",
+    "kind_counts",
+    "render",
+    "summary",
+    "text_line",
+    "unified_diff",
+]
 
-
-def text_line(finding: F.Finding) -> str:
-    """`path:line:col: CODE message`, the form editors and pre-commit understand."""
-    where = f"{finding.path}:{max(finding.line, 1)}:{max(finding.col, 1)}"
-    return f"{where}: {finding.code} {finding.message}"
-
-
-def render(findings: Sequence[F.Finding], fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps([_as_dict(f) for f in findings], indent=2, ensure_ascii=False) + "\n"
-    if fmt == "github":
-        return "".join(_github(f) + "\n" for f in findings)
-    if fmt == "sarif":
-        return json.dumps(_sarif(findings), indent=2, ensure_ascii=False) + "\n"
-    return "".join(text_line(f) + "\n" for f in findings)
+_LEVELS = codes.levels("VAM")
 
 
-def _as_dict(finding: F.Finding) -> dict[str, object]:
+def _level(finding: F.Finding) -> str:
+    # VAM002 needs a decision, not a fix: a warning in CI annotations, whatever its exit code.
+    return WARNING if finding.code == F.NEEDS_HUMAN else _LEVELS.get(finding.code, ERROR)
+
+
+def is_info(finding: F.Finding) -> bool:
+    """Whether `finding` is info only: printed, but never stale and never a failing exit."""
+    return _level(finding) == INFO
+
+
+def _as_json(finding: F.Finding) -> dict[str, object]:
     return {
         "code": finding.code,
         "message": finding.message,
@@ -46,62 +52,14 @@ def _as_dict(finding: F.Finding) -> dict[str, object]:
     }
 
 
-def _github_escape(text: str, prop: bool = False) -> str:
-    """Workflow-command escaping: data escapes %, CR, LF; properties also `:` and `,`."""
-    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+MIGRATE = Dialect[F.Finding](
+    F.CODE_TITLES, _level, _as_json, github_title=lambda code: f"vam ({code})", title_first=True
+)
 
 
-def _github(finding: F.Finding) -> str:
-    level = "error" if finding.code != F.NEEDS_HUMAN else "warning"
-    message = _github_escape(finding.message)
-    return (
-        f"::{level} title=vam ({finding.code}),file={_github_escape(finding.path, prop=True)},"
-        f"line={max(finding.line, 1)},"
-        f"col={max(finding.col, 1)}::{finding.code} {message}"
-    )
-
-
-def _sarif(findings: Sequence[F.Finding]) -> dict[str, object]:
-    codes = sorted(F.CODE_TITLES)
-    return {
-        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": "vam",
-                        "version": __version__,
-                        "informationUri": "https://github.com/vam-project/vam",
-                        "rules": [
-                            {"id": c, "shortDescription": {"text": F.CODE_TITLES[c]}} for c in codes
-                        ],
-                    }
-                },
-                "results": [
-                    {
-                        "ruleId": f.code,
-                        "ruleIndex": codes.index(f.code),
-                        "level": "warning" if f.code == F.NEEDS_HUMAN else "error",
-                        "message": {"text": f.message},
-                        "locations": [
-                            {
-                                "physicalLocation": {
-                                    "artifactLocation": {"uri": _uri(f.path)},
-                                    "region": {
-                                        "startLine": max(f.line, 1),
-                                        "startColumn": max(f.col, 1),
-                                    },
-                                }
-                            }
-                        ],
-                    }
-                    for f in findings
-                ],
-            }
-        ],
-    }
+def render(findings: Sequence[F.Finding], fmt: str) -> str:
+    """`vam check`'s report in `fmt`, one of FORMATS."""
+    return render_as(findings, fmt, MIGRATE)
 
 
 def unified_diff(path: str, old: bytes, new: bytes, encoding: str = "utf-8") -> str:
@@ -126,11 +84,6 @@ def unified_diff(path: str, old: bytes, new: bytes, encoding: str = "utf-8") -> 
 
 def _lines(text: str) -> list[str]:
     return [m.group() for m in re.finditer(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", text)]
-
-
-def _uri(path: str) -> str:
-    """A SARIF artifact URI: a relative reference, percent-encoded (`#`, `%`, spaces)."""
-    return urllib.parse.quote(path.replace("\\", "/"), safe="/")
 
 
 def kind_counts(findings: Iterable[F.Finding]) -> Counter[str]:

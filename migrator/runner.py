@@ -1,8 +1,9 @@
 """Runs the per-file pipeline over many files, in worker processes, and writes results.
 
-Each worker builds its own `Engine` once; a file is read, transformed and (when asked)
-written atomically by the same worker, so only findings travel back to the parent.
-Results come back in input order, so output is deterministic whatever `jobs` is.
+Each worker builds its own `Engine` once. The parent reads each file once to screen it; the
+bytes of the few files that pass go to a worker, which transforms them and (when asked) writes
+the file atomically. Only findings travel back to the parent, and the old and new bytes only
+for a diff. Results come back in input order, so output is deterministic whatever `jobs` is.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from migrator import findings as F
 from migrator.discover import SourceFile
-from migrator.engine import Engine, FileResult, Options
+from migrator.engine import Engine, FileResult, Options, Read
 from migrator.resolver import Resolver
 from migrator.writer import WriteRefused, atomic_write
 from rules import Pack
@@ -65,16 +66,17 @@ def _init_worker(job: Job) -> None:
     _init(job)
 
 
-def _work(source: SourceFile) -> FileResult:
+def _work(item: tuple[SourceFile, Read], write: bool = True) -> FileResult:
     assert _engine is not None and _job is not None
+    source, data = item
     try:
-        result = _engine.process(source)
+        result = _engine.process(source, data)
     except Exception as exc:  # a bug in vam must not stop the run or touch the file
         result = FileResult(str(source.path), failed=True)
         result.findings.append(F.failure(
             F.INTERNAL_ERROR, f"internal error ({type(exc).__name__}: {exc}); file left "
             "untouched - please report this with the file"))
-    if result.new is not None and _job.write:
+    if result.new is not None and _job.write and write:
         try:
             atomic_write(source.path, result.new)
         except WriteRefused as exc:
@@ -87,15 +89,26 @@ def _work(source: SourceFile) -> FileResult:
             result.new = None
     if result.new is not None and not _job.keep_new:
         result.new = b""  # changed; the bytes themselves are not needed by the parent
-    result.findings = [f.with_path(result.path) for f in result.findings]
+    elif result.new is not None and isinstance(data, bytes):
+        result.old = data  # for the diff, which then needs no second read
+    result.findings = [replace(f, path=result.path) for f in result.findings]
     return result
 
 
 def default_jobs() -> int:
+    """The CPUs this process may run on (its affinity mask, as a container or taskset sets)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not on Linux
         return os.cpu_count() or 1
+
+
+def pool_size(jobs: int, files: int) -> int:
+    """Worker processes for `files` files needing work when `jobs` were asked for: never more
+    than the CPUs available, nor than the chunks of work there are to hand out (a worker
+    beyond those only costs its start-up); at least 1."""
+    chunks = -(-files // _CHUNK)
+    return max(1, min(jobs, default_jobs(), chunks))
 
 
 def run(
@@ -106,23 +119,32 @@ def run(
 ) -> Iterator[FileResult]:
     """Process `sources`, yielding one result per file in input order.
 
-    The parent screens every file first (a read and two byte searches); only files that may
-    hold a reference go to the workers, and a pool is started only when there are enough of
-    them to pay for it.
+    The parent screens every file first (its one read and two byte searches); only files that
+    may hold a reference go to the workers, with their bytes, and a pool is started only when
+    there are enough of them to pay for it.
     """
     _init(job)
     assert _engine is not None
-    keep = [_engine.screen(source) for source in sources]
-    todo = [source for source, kept in zip(sources, keep, strict=True) if kept]
-    if jobs <= 1 or len(todo) < _POOL_THRESHOLD:
+    screened = [_engine.screen(source) for source in sources]
+    keep = [data is not None for data in screened]
+    todo = [(s, d) for s, d in zip(sources, screened, strict=True) if d is not None]
+    workers = pool_size(jobs, len(todo))
+    if workers <= 1 or len(todo) < _POOL_THRESHOLD:
         yield from _merge(sources, keep, map(_work, todo), on_result)
         return
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(method)
     with ProcessPoolExecutor(
-        jobs, mp_context=context, initializer=_init_worker, initargs=(job,)
+        workers, mp_context=context, initializer=_init_worker, initargs=(job,)
     ) as pool:
         yield from _merge(sources, keep, pool.map(_work, todo, chunksize=_CHUNK), on_result)
+
+
+def run_bytes(source: SourceFile, data: bytes, job: Job) -> FileResult:
+    """Process `data` as the content of `source` in this process (stdin: never written,
+    whatever `job.write` says)."""
+    _init(job)
+    return _work((source, data), write=False)
 
 
 def _merge(

@@ -53,7 +53,18 @@ def _reference_re(packages: tuple[str, ...]) -> re.Pattern[str]:
 
 
 def find_references(text: str, resolver: Resolver) -> Iterator[TextEdit]:
-    """Every reference in `text` that the active steps move or remove, in order."""
+    """Every reference in `text` that the active steps move or remove, in order, except
+    those in links pinned to a tag or commit (see `pinned_references`)."""
+    return (edit for edit, ref in _references(text, resolver) if ref is None)
+
+
+def pinned_references(text: str, resolver: Resolver) -> Iterator[tuple[TextEdit, str]]:
+    """(reference, the tag, branch or commit its link is pinned to) of each reference that
+    `find_references` leaves alone: at that ref the file is at the old path."""
+    return ((edit, ref) for edit, ref in _references(text, resolver) if ref is not None)
+
+
+def _references(text: str, resolver: Resolver) -> Iterator[tuple[TextEdit, str | None]]:
     if not any(p in text for p in resolver.packages):
         return
     for match in _reference_re(resolver.packages).finditer(text):
@@ -62,7 +73,33 @@ def find_references(text: str, resolver: Resolver) -> Iterator[TextEdit]:
         else:
             edit = _dotted_edit(match, resolver)
         if edit is not None:
-            yield edit
+            yield edit, pinned_ref(text, match.start())
+
+
+# A link into a repository at a ref: GitHub/Gitee/GitLab `/blob|tree|raw|blame/<ref>/`,
+# raw.githubusercontent.com `/<owner>/<repo>/<ref>/`; a release branch has a slash in it.
+_REF = r"(releases?/[^/\s]+|[^/\s]+)"
+_LINK_AT_REF = re.compile(
+    rf"https?://(?:raw\.githubusercontent\.com/[^/\s]+/[^/\s]+/{_REF}/"
+    rf"|[^/\s]+/[^\s]*?/(?:-/)?(?:blob|tree|raw|blame)/{_REF}/)"
+)
+# Pinned: a tag-like version (v0.13.0, 0.13.0rc1, v0.13.0-dev), a release branch, a sha.
+_PINNED_REF = re.compile(r"v?\d+(?:\.\d+)+[-.\w]*|releases?/.+|[0-9a-f]{7,40}")
+
+
+def pinned_ref(text: str, start: int) -> str | None:
+    """The ref a URL reaching up to `start` (a reference inside its path) is pinned to, or
+    None: no URL, or one at main, master, HEAD or another moving branch."""
+    line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
+    head = text[line_start:start]
+    scheme = head.rfind("http")
+    if scheme < 0 or re.search(r"[\s<>\"'()\[\]]", head[scheme:]):
+        return None  # no URL runs unbroken up to the reference
+    match = _LINK_AT_REF.match(head, scheme)
+    if match is None:
+        return None
+    ref = match.group(1) or match.group(2)
+    return ref if ref and _PINNED_REF.fullmatch(ref) else None
 
 
 def _dotted_edit(match: re.Match[str], resolver: Resolver) -> TextEdit | None:

@@ -1,4 +1,5 @@
-"""The libcst transformer for import statements (and import statements commented out).
+"""The libcst transformer for import statements (and import statements commented out or
+written in doctests: `rewrite_import_line`).
 
 An import is re-planned by `migrator.imports` and written back with libcst, so everything
 the plan does not change - parentheses, comments, continuation lines, spacing - is
@@ -8,11 +9,15 @@ rendered byte for byte. The transformer runs on one statement at a time: the loc
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from migrator import findings as F
 from migrator.comments import rewrite_comment
+from migrator.import_split import has_comments, lay_out, name_gaps
 from migrator.imports import (
     FromImportPlan,
     ImportContext,
@@ -22,9 +27,10 @@ from migrator.imports import (
     import_findings,
     plan_from_import,
     relative_module,
+    within_moved_package,
 )
 from migrator.text import NEWLINE
-from migrator.wrap import wrap_from_import
+from migrator.wrap import aligned, opening_column, reindent, wrap_from_import
 
 
 class ImportTransformer(cst.CSTTransformer):
@@ -35,8 +41,6 @@ class ImportTransformer(cst.CSTTransformer):
         self.ctx = ctx
         self.resolver = ctx.resolver
         self.findings: list[F.Finding] = []
-        # Comments inside a statement that is split, by the id of the new statement they follow.
-        self._inner_comments: dict[int, list[str]] = {}
         # Whether a statement was wrapped: its continuation lines are new, at the block's indent.
         self.wrapped = False
 
@@ -77,7 +81,7 @@ class ImportTransformer(cst.CSTTransformer):
     def leave_Comment(self, original_node: cst.Comment, updated_node: cst.Comment) -> cst.Comment:
         if not self.ctx.comments:
             return updated_node
-        lines, findings = rewrite_comment(updated_node.value, self.ctx)
+        lines, findings = rewrite_comment(updated_node.value, self.ctx, rewrite_import_line)
         self.findings.extend(findings)
         return updated_node if lines is None else cst.Comment("; ".join(_join_comment(lines)))
 
@@ -90,13 +94,6 @@ class ImportTransformer(cst.CSTTransformer):
         out: list[cst.BaseStatement] = []
         for index, statement in enumerate(statements):
             trailing = line.trailing_whitespace if index == 0 else cst.TrailingWhitespace()
-            inner = self._inner_comments.pop(id(statement), [])
-            if inner:
-                own = [trailing.comment.value] if trailing.comment else []
-                trailing = trailing.with_changes(
-                    whitespace=cst.SimpleWhitespace("  "),
-                    comment=cst.Comment("  ".join(own + inner)),
-                )
             new_line = cst.SimpleStatementLine(
                 body=[statement],
                 leading_lines=line.leading_lines if index == 0 else (),
@@ -124,6 +121,8 @@ class ImportTransformer(cst.CSTTransformer):
         module = self._absolute(node)
         if module is None or not self.resolver.is_ours(module):
             return [node]
+        if node.relative and within_moved_package(self.ctx.package, module, self.resolver):
+            return [node]
         star = isinstance(node.names, cst.ImportStar)
         names: list[tuple[str, str | None]] = (
             [("*", None)]
@@ -139,29 +138,49 @@ class ImportTransformer(cst.CSTTransformer):
         if not plan.split:
             return [self._retarget(node, plan.targets[0])]
         statements = [self._fresh_from_import(node, target) for target in plan.targets]
-        self._keep_inner_comments(node, plan, statements)
+        if isinstance(node.lpar, cst.LeftParen):
+            return list(self._keep_comments(node, plan, statements))
         return list(statements)
 
-    def _keep_inner_comments(
+    def _keep_comments(
         self, node: cst.ImportFrom, plan: FromImportPlan, statements: list[cst.ImportFrom]
-    ) -> None:
-        """Comments inside a split statement follow the name they annotate."""
-        aliases = list(node.names) if not isinstance(node.names, cst.ImportStar) else []
-        around = _comments_in(node.lpar) + _comments_in(node.rpar)
+    ) -> list[cst.ImportFrom]:
+        """A resulting statement that carries comments of `node` keeps its parenthesized
+        layout, each comment beside (or above) its own name; the others are one line."""
+        gaps = name_gaps(node)
+        out = []
         for number, (target, statement) in enumerate(zip(plan.targets, statements, strict=True)):
-            found = [c for entry in target.names for c in _comments_in(aliases[entry.index])]
-            if number == 0:
-                found = around + found
-            if found:
-                self._inner_comments[id(statement)] = found
+            indices = [entry.index for entry in target.names]
+            if has_comments(gaps, indices, number == 0):
+                laid = lay_out(node, gaps, statement, indices, number == 0)
+                # `sites.imports` indents the lines of a split at the block's indentation.
+                statement = reindent(laid, self._continuation(node, laid, dedent=True))
+            out.append(statement)
+        return out
+
+    def _continuation(
+        self, old: cst.ImportFrom, new: cst.ImportFrom, dedent: bool
+    ) -> Callable[[int], int]:
+        """Where a continuation line of `old` starts in `new`, by its column in `old`: lines
+        aligned under the first name follow it when the first line grew or shrank; with
+        `dedent`, columns become relative to the block's indentation."""
+        indent = self.ctx.indent
+        before = indent + opening_column(old) if aligned(old) else -1
+        after = indent + opening_column(new)
+        cut = indent if dedent else 0
+        return lambda column: max(0, (after if column == before else column) - cut)
 
     def _module_fields(self, node: cst.ImportFrom, target: str) -> dict[str, object]:
         """`module` and `relative` fields naming absolute `target`, relative if `node` was."""
         if not node.relative:
             return {"module": dotted_node(target)}
         level = len(node.relative)
-        # A file inside a moved package moves with it: keep imports relative to its new home.
-        anchor = self.resolver.resolve_module(self.ctx.package or "").new
+        # The file stays where it is (even inside a package the table moves): its imports
+        # are written relative to its current package. `vam refactor`, which moves files,
+        # anchors them at the package's new home instead.
+        anchor = self.ctx.package or ""
+        if self.ctx.anchor_at_new_home:
+            anchor = self.resolver.resolve_module(anchor).new
         dots, rest = relative_module(anchor, level, target)
         if dots == 0:
             return {"module": dotted_node(target), "relative": []}
@@ -186,7 +205,11 @@ class ImportTransformer(cst.CSTTransformer):
             changes["names"] = aliases
         if node.module is None and changes.get("module") is not None:
             changes["whitespace_after_from"] = cst.SimpleWhitespace(" ")
-        return node.with_changes(**changes)
+        new = node.with_changes(**changes)
+        # Re-aligning is formatting: only for a project that configures it (a line length).
+        if self.ctx.line_length is None or not aligned(node):
+            return new
+        return reindent(new, self._continuation(node, new, dedent=False))
 
     def _fresh_from_import(self, node: cst.ImportFrom, target: TargetStatement) -> cst.ImportFrom:
         """A one-line `from <module> import a[ as b], ...` for a split statement."""
@@ -228,6 +251,30 @@ class ImportTransformer(cst.CSTTransformer):
         return line.with_changes(
             body=[wrap_from_import(line.body[0], self.ctx.style, self.ctx.indent, limit)]
         )
+
+
+def rewrite_import_line(
+    lead: str, code: str, ctx: ImportContext, kind: str = "comment"
+) -> tuple[list[str] | None, list[F.Finding]] | None:
+    """Re-plan one import statement written after `lead` (`# `, `>>> `) in text.
+
+    Returns the new lines (each with `lead`; None when nothing changes) and the findings
+    (of `kind`, without positions), or None when `code` is not a single import statement.
+    """
+    try:
+        statement = cst.parse_statement(code)
+    except cst.ParserSyntaxError:
+        return None
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    if not isinstance(statement.body[0], (cst.Import, cst.ImportFrom)):
+        return None
+    sub = ImportTransformer(ImportContext(ctx.resolver, ctx.package, comments=False))
+    new = cst.Module(body=[statement]).visit(sub)
+    findings = [replace(f, kind=kind) for f in sub.findings]
+    if not any(f.fixable for f in findings):
+        return None, findings
+    return [lead + line for line in new.code.rstrip("\r\n").splitlines()], findings
 
 
 def _join_comment(lines: list[str]) -> list[str]:

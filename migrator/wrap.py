@@ -10,6 +10,8 @@ Three styles cover what black, ruff format, isort and yapf write:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from migrator.imports import ImportStyle
@@ -30,11 +32,52 @@ def wrap_from_import(
     width = limit - indent
     if style is ImportStyle.HANGING:
         return _filled(node, names, first_column=None, cont=4, width=width)
-    opening = len(_code(node.with_changes(names=[names[0]]))) - len(_code(names[0])) + 1
+    opening = opening_column(node)
     if opening + max(len(_code(n)) for n in names) + 1 > width:
         # Aligned under a long module path, the names would not fit: hang them instead.
         return _filled(node, names, first_column=None, cont=4, width=width)
     return _filled(node, names, first_column=opening, cont=opening, width=width)
+
+
+def opening_column(node: cst.ImportFrom) -> int:
+    """The column, from the start of the statement, where its first name starts when it
+    shares the line of `(` (the column an aligned layout lines the other names up under)."""
+    lpar = node.lpar if isinstance(node.lpar, cst.LeftParen) else cst.LeftParen()
+    if not isinstance(lpar.whitespace_after, cst.SimpleWhitespace):
+        lpar = cst.LeftParen()
+    probe = node.with_changes(
+        names=[cst.ImportAlias(cst.Name("x"))], lpar=lpar, rpar=cst.RightParen()
+    )
+    return len(_code(probe)) - len("x)")
+
+
+def aligned(node: cst.ImportFrom) -> bool:
+    """Whether `node` is laid out in the aligned style: its first name on the line of `(`."""
+    return isinstance(node.lpar, cst.LeftParen) and isinstance(
+        node.lpar.whitespace_after, cst.SimpleWhitespace
+    )
+
+
+def reindent(node: cst.ImportFrom, column: Callable[[int], int]) -> cst.ImportFrom:
+    """`node` with each continuation line (names and comment lines inside the parentheses)
+    starting at `column(its current column)`."""
+
+    class _Reindent(cst.CSTTransformer):
+        def leave_ParenthesizedWhitespace(
+            self, original: cst.ParenthesizedWhitespace, updated: cst.ParenthesizedWhitespace
+        ) -> cst.ParenthesizedWhitespace:
+            now = len(updated.last_line.value)
+            if column(now) == now:
+                return updated
+            return updated.with_changes(last_line=cst.SimpleWhitespace(" " * column(now)))
+
+        def leave_EmptyLine(self, original: cst.EmptyLine, updated: cst.EmptyLine) -> cst.EmptyLine:
+            now = len(updated.whitespace.value)
+            if column(now) == now:
+                return updated
+            return updated.with_changes(whitespace=cst.SimpleWhitespace(" " * column(now)))
+
+    return node.visit(_Reindent())  # type: ignore[return-value]
 
 
 def _code(node: cst.CSTNode) -> str:

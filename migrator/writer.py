@@ -1,7 +1,8 @@
-"""Bytes on disk: atomic replacement that keeps the file's mode, or a clear refusal."""
+"""Bytes on disk: atomic replacement that keeps the file's mode and owner, or a clear refusal."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -16,7 +17,8 @@ def atomic_write(path: Path, data: bytes) -> None:
     """Replace `path` with `data` through a temporary file and a rename in the same directory.
 
     A reader (or a run killed with SIGKILL) sees either the old or the new content, never a
-    mix. Permission bits are copied from the original.
+    mix. Permission bits are copied from the original, and so are its owner and group where
+    this process may set them (root may; anyone else keeps the file only if it owns it).
 
     Raises:
         WriteRefused: this process may not write the file (`os.access`, so as for any other
@@ -33,6 +35,7 @@ def atomic_write(path: Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+            _keep_owner(handle.fileno(), info)
         os.chmod(tmp, stat.S_IMODE(info.st_mode))
         os.replace(tmp, path)
     except BaseException:
@@ -41,3 +44,15 @@ def atomic_write(path: Path, data: bytes) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _keep_owner(fd: int, info: os.stat_result) -> None:
+    """Give the temporary file the original's uid/gid; EPERM (not root, not our file, or a
+    group we are not in) leaves ours, as any editor's save would."""
+    if (info.st_uid, info.st_gid) == (os.geteuid(), os.getegid()):
+        return
+    try:
+        os.fchown(fd, info.st_uid, info.st_gid)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EINVAL):
+            raise

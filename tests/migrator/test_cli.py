@@ -164,3 +164,30 @@ def test_runs_where_no_pyproject_is_found(tmp_path: Path) -> None:
     env = {**os.environ, "HOME": str(tmp_path)}
     (tmp_path / "a.py").write_text(f"import {OLD}\n")
     assert vam("check", "a.py", cwd=tmp_path, env=env).returncode == 1
+
+
+def test_versions_from_pyproject_apply_unless_flags_override(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.vam]\nfrom = "0.14.0"\n')
+    (tmp_path / "a.py").write_text(f"import {OLD}\n")
+    skipped = vam("check", str(tmp_path))
+    assert skipped.returncode == 0 and skipped.stdout == ""
+    assert skipped.stderr.startswith("vam: warning: no step of the vllm_ascend table lies after "
+                                     "0.14.0 and up to the end (steps: 0.14.0); nothing to migrate\n")
+    assert "files scanned, 0 stale references (" in skipped.stderr.splitlines()[-1]
+    overridden = vam("migrate", "--from", "0.13.0", str(tmp_path))
+    assert overridden.returncode == 0
+    assert (tmp_path / "a.py").read_text() == f"import {NEW}\n"
+
+
+@pytest.mark.parametrize("command", [["migrate"], ["check"], ["shims", "check"]])
+def test_jobs_below_one_is_a_usage_error(command: list[str], tmp_path: Path) -> None:
+    result = vam(*command, "--jobs", "0", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Invalid value for '--jobs' / '-j': 0 is not in the range x>=1." in result.stderr
+
+
+def test_rule_command_is_listed_and_runs() -> None:
+    assert "rule " in vam("--help").stdout
+    result = vam("rule", "VAI003")
+    assert result.returncode == 0
+    assert result.stdout.startswith("VAI003 (error): circular import that breaks at import time\n")

@@ -56,9 +56,11 @@ def test_form9_notebook_code_cells_follow_the_import_rules(tmp_path: Path) -> No
     assert vam("migrate", str(path)).returncode == 0
     cells = json.loads(path.read_text())["cells"]
     assert cells[0]["source"] == [f"Load `{NEW}`\n"]
-    # An IPython magic makes the cell invalid Python: its text is still rewritten.
-    assert cells[1]["source"] == ["from vllm_ascend.distributed import communicator\n",
-                                  "%timeit communicator.NPUCommunicator\n"]
+    # An IPython magic is set aside: the rest of the cell follows the Python rules.
+    assert cells[1]["source"] == [
+        "from vllm_ascend.distributed.device_communicators import npu_communicator as communicator\n",
+        "%timeit communicator.NPUCommunicator\n",
+    ]
     assert cells[2]["source"] == [  # one statement per module, in order of first appearance
         "from vllm_ascend.distributed.device_communicators import npu_communicator as communicator\n",
         "from vllm_ascend.distributed import parallel_state\n",
@@ -69,8 +71,8 @@ def test_form9_notebook_code_cells_follow_the_import_rules(tmp_path: Path) -> No
 
 
 def test_magic_cell_reported_by_check(tmp_path: Path) -> None:
-    """The cell with a magic cannot be parsed as Python, so its from-parent import is not
-    rewritten; `vam check` must not hide that (a text scan would miss it too)."""
+    """A cell with a magic is Python once the magic is set aside: `vam check` reports its
+    import at the cell's line."""
     path = tmp_path / "demo.ipynb"
     nb = {"cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
                      "source": [f"import {OLD}\n", "%time 1\n"]}],
@@ -264,7 +266,7 @@ def test_markdown_python_fences_follow_the_python_rules(tmp_path: Path) -> None:
         "```\n")
     check = vam("check", str(path))
     assert [line.split(": VAM")[0] for line in check.stdout.splitlines()] == [
-        f"{path}:1:6", f"{path}:4:1", f"{path}:10:3"]
+        f"{path}:1:6", f"{path}:4:1", f"{path}:10:3", f"{path}:14:12"]
     assert vam("migrate", str(path)).returncode == 0
     assert path.read_text() == (
         "Use `vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store`:\n\n"
@@ -276,6 +278,7 @@ def test_markdown_python_fences_follow_the_python_rules(tmp_path: Path) -> None:
         "  ```py\n"
         "  from vllm_ascend.distributed.kv_transfer import register_connector\n"
         "  ```\n\n"
-        "```bash\n"
-        "python -c 'from vllm_ascend.distributed import communicator'\n"
+        "```bash\n"  # an import on a line of text follows the import rules too
+        "python -c 'from vllm_ascend.distributed.device_communicators import npu_communicator"
+        " as communicator'\n"
         "```\n")

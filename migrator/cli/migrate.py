@@ -1,0 +1,223 @@
+"""`vam migrate`, `vam check` and `vam explain`: rewrite, report, and say where a name went."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import time
+
+import click
+
+from migrator import codes
+from migrator.cli import options as opt
+from migrator.cli.options import UsageFailure
+from migrator.cli.pipeline import execute, setup
+from migrator.cli.stdin import process_stdin, stdin_filename, wants_stdin
+from migrator.engine import Options
+from migrator.findings import Finding
+from migrator.report import (
+    FORMATS,
+    is_info,
+    kind_counts,
+    render,
+    summary,
+    text_line,
+    unified_diff,
+)
+from migrator.rules_tools import as_dotted, explain_name
+from migrator.runner import Job
+from rules import is_dotted
+
+_WORKERS = "Worker processes. [default: number of CPUs]"
+
+
+@click.command()
+@opt.PATHS
+@opt.RULES
+@opt.versions(
+    "Version the code was written for: only later steps apply. [default: all steps]",
+    "Version to migrate to: later steps are left out. [default: latest step]",
+)
+@click.option("--diff", is_flag=True, help="Print a unified diff instead of writing files.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Write nothing; exit 1 if any file would change (combine with --diff to see it).",
+)
+@opt.jobs(_WORKERS)
+@opt.exclude("Skip files and folders matching GLOB (repeatable; adds to [tool.vam] exclude).")
+@opt.no_comments("Leave comments and docstrings alone.")
+@opt.quiet("Print only diffs and problems, no summary.")
+@opt.verbose
+@stdin_filename
+def migrate(
+    paths: tuple[str, ...],
+    rules_name: str | None,
+    from_version: str | None,
+    to_version: str | None,
+    diff: bool,
+    check: bool,
+    jobs: int | None,
+    exclude: tuple[str, ...],
+    no_comments: bool,
+    quiet: bool,
+    verbose: bool,
+    stdin_filename: str | None,
+) -> None:
+    """Rewrite every reference to a moved name below PATHS (default: the current folder).
+
+    Imports (absolute and relative), attribute chains, mock.patch targets and other strings,
+    comments and docstrings in Python; YAML, JSON, TOML, shell, Dockerfiles, Markdown, reST
+    and notebooks as text. Files with nothing to change are not written; writes are atomic.
+
+    \b
+    Examples:
+      vam migrate --diff src/          preview, write nothing
+      vam migrate .                    rewrite in place
+      vam migrate --check .            CI: exit 1 if anything is stale
+      vam migrate --rules my_table.toml --from 0.12.0 src/
+      vam migrate - --stdin-filename pkg/mod.py < mod.py   migrated text on stdout
+
+    Exit status: 0 done (or nothing to do), 1 with --check when files would change, or when
+    some file failed (does not parse, cannot be decoded or written) or holds a reference
+    that needs a human; 2 usage or configuration error.
+    """
+    from_stdin = wants_stdin(paths, stdin_filename)
+    run = setup(() if from_stdin else paths, rules_name, from_version, to_version)
+    dry_run = diff or check
+    options = Options(
+        comments=run.config.comments and not no_comments, line_length=run.config.line_length
+    )
+    if from_stdin:
+        _migrate_stdin(stdin_filename, run.job(options, write=False, keep_new=True), diff, check)
+        return
+    sources = run.sources(exclude, verbose)
+    results = execute(sources, run.job(options, write=not dry_run, keep_new=diff), jobs)
+    out = sys.stdout
+    problems: list[Finding] = []
+    for result in results:
+        if diff and result.new and result.old is not None:
+            out.write(unified_diff(result.path, result.old, result.new, result.encoding))
+        problems.extend(f for f in result.findings if not f.fixable)
+    for finding in problems:
+        click.echo(text_line(finding), err=True)
+    problems = [f for f in problems if not is_info(f)]
+    changed = sum(1 for r in results if r.new is not None)
+    failed = sum(1 for r in results if r.failed)
+    if not quiet:
+        kinds = kind_counts(f for r in results if r.new is not None for f in r.findings)
+        click.echo(
+            summary(len(results), sum(r.parsed for r in results), changed, failed, kinds, dry_run),
+            err=True,
+        )
+    if problems or (check and changed):
+        sys.exit(1)
+
+
+def _migrate_stdin(filename: str | None, job: Job, diff: bool, check: bool) -> None:
+    """`vam migrate -`: the migrated text (or the diff; nothing with --check) on stdout,
+    problems on stderr, exit as for a file."""
+    data, result = process_stdin(filename, job)
+    new = data if result.new is None else result.new
+    if diff:
+        if result.new is not None:
+            sys.stdout.write(unified_diff(result.path, data, new, result.encoding))
+    elif not check:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(new)
+    problems = [f for f in result.findings if not f.fixable]
+    for finding in problems:
+        click.echo(text_line(finding), err=True)
+    if any(not is_info(f) for f in problems) or (check and result.new is not None):
+        sys.exit(1)
+
+
+_CHECK_HELP = (
+    "Report stale references below PATHS without changing anything (the pre-commit hook).\n\n"
+    "\b\nCodes (`vam rule CODE` explains one):\n"
+    + textwrap.indent(codes.table("VAM"), "  ")
+    + "\n\nExit status: 0 clean, 1 findings, 2 usage or configuration error.\n"
+)
+
+
+@click.command(help=_CHECK_HELP)
+@opt.PATHS
+@opt.RULES
+@opt.versions("As for `vam migrate`.", "As for `vam migrate`.")
+@opt.output_format(
+    FORMATS, "text: path:line:col lines; json; github: workflow annotations; sarif 2.1.0."
+)
+@opt.jobs(_WORKERS)
+@opt.exclude("Skip matching files (repeatable).")
+@opt.no_comments("Ignore comments and docstrings.")
+@opt.quiet("Print findings only, no summary line.")
+@opt.verbose
+@stdin_filename
+def check(
+    paths: tuple[str, ...],
+    rules_name: str | None,
+    from_version: str | None,
+    to_version: str | None,
+    fmt: str,
+    quiet: bool,
+    verbose: bool,
+    stdin_filename: str | None,
+    jobs: int | None,
+    exclude: tuple[str, ...],
+    no_comments: bool,
+) -> None:
+    started = time.monotonic()
+    from_stdin = wants_stdin(paths, stdin_filename)
+    run = setup(() if from_stdin else paths, rules_name, from_version, to_version)
+    options = Options(comments=run.config.comments and not no_comments, report_only=True)
+    job = run.job(options, write=False, keep_new=False)
+    if from_stdin:
+        results = [process_stdin(stdin_filename, job)[1]]
+    else:
+        results = execute(run.sources(exclude, verbose), job, jobs)
+    shown = [f for result in results for f in result.findings]
+    sys.stdout.write(render(shown, fmt))
+    # Info findings are printed but are not stale: they neither count nor fail the check.
+    findings = [f for f in shown if not is_info(f)]
+    if not quiet:
+        click.echo(_check_summary(findings, len(results), time.monotonic() - started), err=True)
+    if findings:
+        sys.exit(1)
+
+
+def _check_summary(findings: list[Finding], scanned: int, seconds: float) -> str:
+    if not findings:
+        return f"vam: {scanned} files scanned, 0 stale references ({seconds:.2f} s)"
+    # A file that does not parse is not rewritten: its references are not fixable (yet).
+    failed = {f.path for f in findings if f.code.startswith("VAM9")}
+    fixable = sum(f.fixable and f.path not in failed for f in findings)
+    files = len({f.path for f in findings})
+    return (f"Found {len(findings)} stale reference(s) in {files} file(s); {fixable} fixable "
+            f"with `vam migrate` ({scanned} files scanned, {seconds:.2f} s).")
+
+
+@click.command()
+@click.argument("name")
+@opt.RULES
+def explain(name: str, rules_name: str | None) -> None:
+    """Say where NAME went, step by step: a dotted name or a file path.
+
+    \b
+    Examples:
+      vam explain vllm_ascend.distributed.kvpool.backend.backend.Backend
+      vam explain vllm_ascend/distributed/mooncake_connector.py
+
+    Exit status: 0 the name moved, was removed or stays put; 1 the table does not know it.
+    """
+    pack = opt.load_rules(rules_name)
+    dotted = as_dotted(name, pack.packages)
+    if not is_dotted(dotted):
+        raise UsageFailure(f"not a dotted name or module path: {name!r}")
+    lines = explain_name(pack, dotted)
+    if not lines:
+        click.echo(
+            f"{dotted}: not in the {pack.name} table (not moved, not removed, not listed "
+            "as staying put)"
+        )
+        sys.exit(1)
+    click.echo("\n".join(lines))

@@ -1,0 +1,89 @@
+"""What the `vam` commands share: the usage error, options declared once, loading a table."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from migrator.config import ConfigError, load_config
+from rules import Pack, RulesError, load_pack
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class UsageFailure(click.ClickException):
+    """A user mistake: one line on stderr, exit code 2."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:  # type: ignore[no-untyped-def]
+        click.echo(f"vam: error: {self.format_message()}", err=True)
+
+
+PATHS = click.argument("paths", nargs=-1, type=click.Path())
+RULES = click.option(
+    "--rules",
+    "rules_name",
+    metavar="NAME|FILE",
+    help="Rule pack: a bundled name (see `vam rules list`) or a TOML file. "
+    "[default: vllm_ascend, or [tool.vam] rules]",
+)
+
+
+def versions(from_help: str, to_help: str) -> Callable[[_F], _F]:
+    """`--from VERSION` and `--to VERSION` (parameters `from_version`, `to_version`)."""
+    from_option = click.option("--from", "from_version", metavar="VERSION", help=from_help)
+    to_option = click.option("--to", "to_version", metavar="VERSION", help=to_help)
+    return lambda f: from_option(to_option(f))
+
+
+def jobs(help: str) -> Callable[[_F], _F]:
+    """`-j/--jobs N`, at least 1; None when not given."""
+    return click.option("--jobs", "-j", type=click.IntRange(min=1), metavar="N", help=help)
+
+
+def exclude(help: str) -> Callable[[_F], _F]:
+    """`--exclude GLOB`, repeatable (parameter `exclude`, a tuple)."""
+    return click.option("--exclude", multiple=True, metavar="GLOB", help=help)
+
+
+def verbose(f: _F) -> _F:
+    """`-v/--verbose` (parameter `verbose`): list the files the walk passed over, and why."""
+    return click.option(
+        "--verbose", "-v", is_flag=True, help="List skipped files (FIFOs, sockets...) and why."
+    )(f)
+
+
+def quiet(help: str) -> Callable[[_F], _F]:
+    """`-q/--quiet` (parameter `quiet`)."""
+    return click.option("--quiet", "-q", is_flag=True, help=help)
+
+
+def no_comments(help: str) -> Callable[[_F], _F]:
+    return click.option("--no-comments", is_flag=True, help=help)
+
+
+def output_format(choices: Sequence[str], help: str, dest: str = "fmt") -> Callable[[_F], _F]:
+    """`--format`, one of `choices`, default text."""
+    return click.option(
+        "--format",
+        dest,
+        type=click.Choice(choices),
+        default="text",
+        show_default=True,
+        help=help,
+    )
+
+
+def load_rules(rules_name: str | None) -> Pack:
+    """The pack named by `--rules`, else the one [tool.vam] configures for the current folder.
+
+    Raises UsageFailure for an unknown pack, a bad table or a bad configuration.
+    """
+    try:
+        return load_pack(rules_name or load_config(Path(".")).rules)
+    except (ConfigError, RulesError) as exc:
+        raise UsageFailure(str(exc)) from None

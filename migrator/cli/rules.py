@@ -1,0 +1,95 @@
+"""`vam rules`: list, show, validate and export move tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from migrator.cli import options as opt
+from migrator.cli.infer import infer_command
+from migrator.cli.options import UsageFailure
+from migrator.rules_tools import check_against, export_ruff, show_pack, tree_root
+from rules import RulesError, bundled, load_pack
+
+
+@click.group()
+def rules() -> None:
+    """List, show, validate and export move tables (rule packs)."""
+
+
+@rules.command("list")
+def rules_list() -> None:
+    """The bundled rule packs and their steps."""
+    for pack_name, path in bundled().items():
+        try:
+            pack = load_pack(pack_name)
+        except RulesError as exc:
+            raise UsageFailure(str(exc)) from None
+        steps = ", ".join(s.version for s in pack.steps)
+        click.echo(f"{pack.name}  steps: {steps}  ({path.name})")
+        if pack.description:
+            click.echo(f"  {pack.description}")
+
+
+@rules.command("show")
+@click.argument("pack_name", metavar="[NAME|FILE]", required=False)
+def rules_show(pack_name: str | None) -> None:
+    """Every rule of a pack, step by step (default: the configured pack)."""
+    click.echo(show_pack(opt.load_rules(pack_name)))
+
+
+@rules.command("validate")
+@click.argument("pack_name", metavar="NAME|FILE")
+@click.option(
+    "--against",
+    nargs=2,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    metavar="OLD_TREE NEW_TREE",
+    help="Also check that every old name exists in OLD_TREE and every new name in "
+    "NEW_TREE (source trees holding the packages).",
+)
+@click.option(
+    "--step",
+    "step_version",
+    metavar="VERSION",
+    help="The step --against checks. [default: the latest]",
+)
+def rules_validate(
+    pack_name: str, against: tuple[Path, Path] | None, step_version: str | None
+) -> None:
+    """Check a table: syntax, duplicate or conflicting olds, cycles, malformed names.
+
+    Exit status: 0 valid, 2 invalid (the message names the entry at fault).
+    """
+    pack = opt.load_rules(pack_name)
+    if against:
+        try:
+            step = pack.step(step_version) if step_version else pack.steps[-1]
+        except RulesError as exc:
+            raise UsageFailure(str(exc)) from None
+        old_tree, new_tree = (tree_root(tree, pack.packages) for tree in against)
+        errors = check_against(step, old_tree, new_tree)
+        if errors:
+            raise UsageFailure(
+                errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
+            )
+    rule_count = sum(len(s.modules) + len(s.symbols) + len(s.removed) for s in pack.steps)
+    where = f"; every name found in {against[0]} / {against[1]}" if against else ""
+    click.echo(f"{pack.source}: ok ({len(pack.steps)} step(s), {rule_count} rules{where})")
+
+
+@rules.command("export")
+@click.argument("target", type=click.Choice(["ruff"]))
+@opt.RULES
+@click.option(
+    "--standalone",
+    is_flag=True,
+    help="A complete ruff.toml selecting TID251, instead of a pyproject.toml section.",
+)
+def rules_export(target: str, rules_name: str | None, standalone: bool) -> None:
+    """Export the table as another tool's configuration (ruff's TID251 banned-api)."""
+    click.echo(export_ruff(opt.load_rules(rules_name), standalone), nl=False)
+
+
+rules.add_command(infer_command)

@@ -1,0 +1,91 @@
+"""The edit buffer the site rewriters of one module share.
+
+Edits are spans of the original text, applied once at the end, so bytes outside them never
+change. Findings get their positions here, from offsets in the decoded text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from migrator import findings as F
+from migrator import text as T
+from migrator.locator import SourceMap
+
+
+@dataclass
+class Edit:
+    """Replace `text[start:end]` (offsets in the decoded text) with `new`."""
+
+    start: int
+    end: int
+    new: str
+
+
+# (new module, old module) -> attribute-chain edits, with their findings, that need
+# `import new.module` to work.
+HeldChains = dict[tuple[str, str], list[tuple[Edit, F.Finding]]]
+
+
+class EditBuffer:
+    """The edits and findings of one rewrite, and the lines no site rewriter may touch.
+
+    `import_lines` are the lines of import statements (their comments are the import
+    rewriter's); `held` are chain edits that wait for `sites.imports.add_imports`; `kept`
+    holds the ids of the ast nodes (statements, chains, literals) of compatibility pairs,
+    which no rewriter touches.
+    """
+
+    def __init__(self, smap: SourceMap):
+        self.smap = smap
+        self.ignored = T.ignored_lines(smap.text)
+        self.edits: list[Edit] = []
+        self.findings: list[F.Finding] = []
+        self.import_lines: set[int] = set()
+        self.held: HeldChains = {}
+        self.kept: set[int] = set()
+        nl = T.NEWLINE.search(smap.text)
+        self.newline = nl.group() if nl else "\n"
+
+    def skip(self, start: int, end: int) -> bool:
+        """Whether `text[start:end]` touches a line the user told vam to ignore."""
+        if not self.ignored:
+            return False
+        first = self.smap.position(start)[0]
+        last = self.smap.position(max(start, end - 1))[0]
+        return any(line in self.ignored for line in range(first, last + 1))
+
+    def at(self, finding: F.Finding, offset: int) -> F.Finding:
+        """`finding` positioned at `offset` of the text."""
+        line, col = self.smap.position(offset)
+        return replace(finding, path="", line=line, col=col)
+
+    def report(self, finding: F.Finding, offset: int) -> None:
+        self.findings.append(self.at(finding, offset))
+
+    def edit(self, start: int, end: int, new: str) -> None:
+        self.edits.append(Edit(start, end, new))
+
+    def hold(
+        self, modules: tuple[str, str], start: int, end: int, new: str, finding: F.Finding
+    ) -> None:
+        """Keep a chain edit until it is known whether `import <modules[0]>` can be added."""
+        self.held.setdefault(modules, []).append((Edit(start, end, new), finding))
+
+    def commit(self, chains: list[tuple[Edit, F.Finding]]) -> None:
+        for edit, finding in chains:
+            self.edits.append(edit)
+            self.findings.append(finding)
+
+    def apply(self) -> str:
+        """The text with every edit made, in order of position."""
+        text = self.smap.text
+        out, pos = [], 0
+        for edit in sorted(self.edits, key=lambda e: e.start):
+            if edit.start < pos:
+                continue  # overlapping sites cannot happen; never corrupt text if they do
+            out.append(text[pos : edit.start])
+            out.append(edit.new)
+            pos = edit.end
+        out.append(text[pos:])
+        return "".join(out)
