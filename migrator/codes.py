@@ -105,6 +105,37 @@ why: Both are history: at that tag the file lives at the old path, and a diff's 
     as stale.
 fix: Nothing. Links to main, master, HEAD or an unpinned branch are rewritten as usual.
 
+VAM006 info: old branch of a version guard kept
+means: A branch that runs only on versions older than the one the run migrates to, by its
+    guard (`if vllm_version_is("0.11.0"):`, `not ...`, `and`/`or`, a conditional expression;
+    the helpers are [tool.vam] version-guards), names a moved path. It is left as it is.
+why: That branch runs only on the old version, where the old path is right; rewriting it
+    would break the old version you still support. Info only: it does not change the exit
+    code and `vam check` does not count it as stale.
+fix: Nothing while you support that version; `vam migrate --drop-compat VERSION` removes
+    the blocks of VERSION and older when you drop it.
+bad:
+    if vllm_version_is("0.11.0"):
+        from vllm.utils import cdiv
+    else:
+        from vllm.utils.math_utils import cdiv
+
+VAM007 info: compatibility block collapsed to its newer branch
+means: `vam migrate --drop-compat VERSION` found a block guarded for VERSION or older (or a
+    try/except ImportError fallback to a path that moved right after VERSION) and kept only
+    the branch that still runs: header and old branch removed, the kept branch dedented.
+why: Support for VERSION was dropped, so the old branch is dead code. Reported so the
+    collapse can be reviewed in the diff.
+fix: Nothing; review the diff. A condition that stays undecided (`vllm_version_is("0.11.0")
+    or flag`) is reported as VAM002 instead and left for a human.
+bad:
+    if vllm_version_is("0.11.0"):
+        from vllm.utils import cdiv
+    else:
+        from vllm.utils.math_utils import cdiv
+good:
+    from vllm.utils.math_utils import cdiv
+
 VAM901 error: Python file that does not parse
 means: A .py or .pyi file is not valid Python for the parser, so its imports cannot be
     rewritten.

@@ -1,7 +1,8 @@
 """`[tool.vam]` settings from the nearest `pyproject.toml`, with ruff/black's line length.
 
 Keys mirror the CLI flags one to one (ruff's convention): `rules`, `from`, `to`, `exclude`,
-`line-length`, `text-files`, `comments`. Flags given on the command line win.
+`line-length`, `text-files`, `comments`, `version-guards`. Flags given on the command line
+win.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from migrator.discover import DEFAULT_TEXT_GLOBS
+from migrator.options import COMPARISONS, DEFAULT_VERSION_GUARDS
 from migrator.walk import glob_problem
 
 if sys.version_info >= (3, 11):
@@ -19,7 +21,16 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-KEYS = ("rules", "from", "to", "exclude", "line-length", "text-files", "comments")
+KEYS = (
+    "rules",
+    "from",
+    "to",
+    "exclude",
+    "line-length",
+    "text-files",
+    "comments",
+    "version-guards",
+)
 # Sub-tables other commands read (`vam verify-imports`).
 SUBTABLES = ("verify-imports",)
 
@@ -37,6 +48,7 @@ class Config:
     line_length: int | None = None
     text_files: tuple[str, ...] = DEFAULT_TEXT_GLOBS
     comments: bool = True
+    version_guards: tuple[str, ...] = DEFAULT_VERSION_GUARDS
     source: Path | None = None
 
 
@@ -83,6 +95,7 @@ def load_config(start: Path) -> Config:
         line_length=_line_length(line_length, where),
         text_files=_text_files(section, path),
         comments=_typed(section, "comments", bool, path, True),
+        version_guards=_version_guards(section, path),
         source=path,
     )
 
@@ -151,3 +164,24 @@ def _text_files(section: dict[str, Any], path: Path) -> tuple[str, ...]:
         # An empty list would look at no file at all, and every run would pass.
         raise ConfigError(f"{path}: [tool.vam] text-files must list at least one glob")
     return tuple(globs)
+
+
+def version_guard_problem(name: str) -> str | None:
+    """Why `name` cannot be a version helper's name, or None: the comparison it makes is read
+    from its suffix (`migrator.sites.guards`)."""
+    if not name.isidentifier():
+        return "not a Python name"
+    if name.rpartition("_")[2] not in COMPARISONS:
+        return "must end in _is, _eq, _lt, _le, _gt or _ge (the comparison it makes)"
+    return None
+
+
+def _version_guards(section: dict[str, Any], path: Path) -> tuple[str, ...]:
+    if "version-guards" not in section:
+        return DEFAULT_VERSION_GUARDS
+    names = _string_list(section, "version-guards", path)
+    for name in names:
+        problem = version_guard_problem(name)
+        if problem:
+            raise ConfigError(f"{path}: [tool.vam] version-guards: {name!r}: {problem}")
+    return tuple(names)

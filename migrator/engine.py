@@ -69,6 +69,10 @@ class Engine:
         # ASCII word boundaries: `mooncake_connector中` still names the module.
         line_trigger = re.compile(resolver.trigger_pattern().decode(), re.ASCII)
         self._python_rewriter = PythonRewriter(resolver, line_trigger)
+        # With --drop-compat, a module that calls a version helper is read even if it names
+        # no moved path.
+        guards = options.version_guards if options.drop_compat is not None else ()
+        self._guards = tuple(g.encode() for g in guards)
 
     def process(self, source: SourceFile, data: Read | None = None) -> FileResult:
         """New bytes and findings for `source`; `data` is what `screen` read (read here when
@@ -105,6 +109,8 @@ class Engine:
         of a moved name (see `Resolver.trigger_pattern`).
         """
         data = as_utf8(data)
+        if source.kind == "python" and any(g in data for g in self._guards):
+            return b"\x00" not in data
         if not any(package in data for package in self._packages) and not any(
             part in self.resolver.packages for part in source.path.parts
         ):

@@ -18,7 +18,7 @@ import warnings
 from migrator import findings as F
 from migrator import text as T
 from migrator.imports import ImportStyle, detect_style
-from migrator.locator import Locator, SourceMap, top_level_aliases
+from migrator.locator import Locator, Sites, SourceMap, top_level_aliases
 from migrator.options import Options
 from migrator.resolver import Resolver
 from migrator.sites import SITE_REWRITERS
@@ -50,17 +50,20 @@ class PythonRewriter:
             return text, []
         smap = SourceMap(text)
         lines = {smap.position(m.start())[0] for m in self.trigger.finditer(text)}
-        if not lines:
+        if not lines and options.drop_compat is None:
             return text, []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SyntaxWarnings of the user's code are not ours
             tree = ast.parse(text)
         aliases = top_level_aliases(tree, package)
-        locator = Locator(lines, self.resolver.packages, aliases)
-        locator.visit(tree)
+        sites = Sites()
+        if lines:  # with --drop-compat a module may hold no reference at all
+            locator = Locator(lines, self.resolver.packages, aliases)
+            locator.visit(tree)
+            sites = locator.sites
         style = detect_style(text) if options.line_length else ImportStyle.BLACK
         ctx = SiteContext(
-            self.resolver, options, package, smap, tree, lines, locator.sites, aliases, style
+            self.resolver, options, package, smap, tree, lines, sites, aliases, style
         )
         buf = EditBuffer(smap)
         for rewrite_sites in SITE_REWRITERS:

@@ -26,7 +26,7 @@ from migrator.report import (
 )
 from migrator.rules_tools import as_dotted, explain_name
 from migrator.runner import Job
-from rules import is_dotted
+from rules import RulesError, is_dotted, version_key
 
 _WORKERS = "Worker processes. [default: number of CPUs]"
 
@@ -47,6 +47,13 @@ _WORKERS = "Worker processes. [default: number of CPUs]"
 @opt.jobs(_WORKERS)
 @opt.exclude("Skip files and folders matching GLOB (repeatable; adds to [tool.vam] exclude).")
 @opt.no_comments("Leave comments and docstrings alone.")
+@click.option(
+    "--drop-compat",
+    metavar="VERSION",
+    help="Collapse every compatibility block guarded for VERSION or older to its newer "
+    "branch (support for VERSION is dropped).",
+)
+@opt.version_guards
 @opt.quiet("Print only diffs and problems, no summary.")
 @opt.verbose
 @stdin_filename
@@ -60,6 +67,8 @@ def migrate(
     jobs: int | None,
     exclude: tuple[str, ...],
     no_comments: bool,
+    drop_compat: str | None,
+    version_guard: tuple[str, ...],
     quiet: bool,
     verbose: bool,
     stdin_filename: str | None,
@@ -76,6 +85,7 @@ def migrate(
       vam migrate .                    rewrite in place
       vam migrate --check .            CI: exit 1 if anything is stale
       vam migrate --rules my_table.toml --from 0.12.0 src/
+      vam migrate --rules vllm --drop-compat 0.11.0 .   also drop vLLM 0.11.0 support
       vam migrate - --stdin-filename pkg/mod.py < mod.py   migrated text on stdout
 
     Exit status: 0 done (or nothing to do), 1 with --check when files would change, or when
@@ -85,8 +95,16 @@ def migrate(
     from_stdin = wants_stdin(paths, stdin_filename)
     run = setup(() if from_stdin else paths, rules_name, from_version, to_version)
     dry_run = diff or check
+    if drop_compat is not None:
+        try:
+            version_key(drop_compat)
+        except RulesError:
+            raise UsageFailure(f"--drop-compat {drop_compat!r}: not a version") from None
     options = Options(
-        comments=run.config.comments and not no_comments, line_length=run.config.line_length
+        comments=run.config.comments and not no_comments,
+        line_length=run.config.line_length,
+        version_guards=opt.guard_names(version_guard, run.config.version_guards),
+        drop_compat=drop_compat,
     )
     if from_stdin:
         _migrate_stdin(stdin_filename, run.job(options, write=False, keep_new=True), diff, check)
@@ -150,6 +168,7 @@ _CHECK_HELP = (
 @opt.jobs(_WORKERS)
 @opt.exclude("Skip matching files (repeatable).")
 @opt.no_comments("Ignore comments and docstrings.")
+@opt.version_guards
 @opt.quiet("Print findings only, no summary line.")
 @opt.verbose
 @stdin_filename
@@ -165,11 +184,16 @@ def check(
     jobs: int | None,
     exclude: tuple[str, ...],
     no_comments: bool,
+    version_guard: tuple[str, ...],
 ) -> None:
     started = time.monotonic()
     from_stdin = wants_stdin(paths, stdin_filename)
     run = setup(() if from_stdin else paths, rules_name, from_version, to_version)
-    options = Options(comments=run.config.comments and not no_comments, report_only=True)
+    options = Options(
+        comments=run.config.comments and not no_comments,
+        report_only=True,
+        version_guards=opt.guard_names(version_guard, run.config.version_guards),
+    )
     job = run.job(options, write=False, keep_new=False)
     if from_stdin:
         results = [process_stdin(stdin_filename, job)[1]]

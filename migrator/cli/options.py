@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from migrator.config import ConfigError, load_config
+from migrator.config import ConfigError, load_config, version_guard_problem
 from rules import Pack, RulesError, load_pack
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -64,6 +64,30 @@ def quiet(help: str) -> Callable[[_F], _F]:
 
 def no_comments(help: str) -> Callable[[_F], _F]:
     return click.option("--no-comments", is_flag=True, help=help)
+
+
+def version_guards(f: _F) -> _F:
+    """`--version-guard NAME`, repeatable (parameter `version_guard`, a tuple; empty when not
+    given)."""
+    return click.option(
+        "--version-guard",
+        multiple=True,
+        metavar="NAME",
+        help="A version helper whose branches are told apart (`NAME_is`, `_lt`, `_le`, `_gt`, "
+        "`_ge`; repeatable; replaces [tool.vam] version-guards). [default: vllm_version_is, "
+        "vllm_version_lt/le/gt/ge]",
+    )(f)
+
+
+def guard_names(given: tuple[str, ...], configured: tuple[str, ...]) -> tuple[str, ...]:
+    """The version helpers of a run: `--version-guard` if given, else [tool.vam].
+
+    Raises UsageFailure for a name whose comparison cannot be read from its suffix."""
+    for name in given:
+        problem = version_guard_problem(name)
+        if problem:
+            raise UsageFailure(f"--version-guard {name!r}: {problem}")
+    return given or configured
 
 
 def output_format(choices: Sequence[str], help: str, dest: str = "fmt") -> Callable[[_F], _F]:

@@ -7,10 +7,14 @@ change. Findings get their positions here, from offsets in the decoded text.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from migrator import findings as F
 from migrator import text as T
 from migrator.locator import SourceMap
+
+if TYPE_CHECKING:
+    from migrator.sites.drop import DropPlan
 
 
 @dataclass
@@ -33,7 +37,9 @@ class EditBuffer:
     `import_lines` are the lines of import statements (their comments are the import
     rewriter's); `held` are chain edits that wait for `sites.imports.add_imports`; `kept`
     holds the ids of the ast nodes (statements, chains, literals) of compatibility pairs,
-    which no rewriter touches.
+    which no rewriter touches. `frozen` are spans of the text no rewriter edits or reports
+    on: the old branches of version guards, the code `--drop-compat` removes. `drops` is
+    the plan of `--drop-compat`, carried out last.
     """
 
     def __init__(self, smap: SourceMap):
@@ -44,16 +50,29 @@ class EditBuffer:
         self.import_lines: set[int] = set()
         self.held: HeldChains = {}
         self.kept: set[int] = set()
+        self.frozen: list[tuple[int, int]] = []
+        self.drops: DropPlan | None = None
         nl = T.NEWLINE.search(smap.text)
         self.newline = nl.group() if nl else "\n"
 
     def skip(self, start: int, end: int) -> bool:
-        """Whether `text[start:end]` touches a line the user told vam to ignore."""
+        """Whether `text[start:end]` touches a line the user told vam to ignore, or a frozen
+        span."""
+        if self.is_frozen(start, end):
+            return True
         if not self.ignored:
             return False
         first = self.smap.position(start)[0]
         last = self.smap.position(max(start, end - 1))[0]
         return any(line in self.ignored for line in range(first, last + 1))
+
+    def freeze(self, start: int, end: int) -> None:
+        self.frozen.append((start, end))
+
+    def is_frozen(self, start: int, end: int) -> bool:
+        """Whether `text[start:end]` overlaps a frozen span (a point: lies inside one)."""
+        end = max(end, start + 1)
+        return any(a < end and start < b for a, b in self.frozen)
 
     def at(self, finding: F.Finding, offset: int) -> F.Finding:
         """`finding` positioned at `offset` of the text."""

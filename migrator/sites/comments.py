@@ -22,10 +22,12 @@ def rewrite_comments(ctx: SiteContext, buf: EditBuffer) -> None:
     for number in sorted(wanted):
         line_start = ctx.smap.starts[number - 1]
         hash_at = _comment_start(ctx.smap.line(number), line_start, spans.get(number, []))
-        if hash_at is None or number in buf.ignored:
+        if hash_at is None:
             continue
         start = line_start + hash_at
         end = ctx.smap.line_end(start)
+        if buf.skip(start, end):
+            continue
         new_lines, findings = rewrite_comment(ctx.smap.text[start:end], statement_ctx, import_line)
         buf.findings.extend(buf.at(f, start) for f in findings)
         if new_lines is None:

@@ -41,21 +41,28 @@ def _sibling_branches(
             yield node.body, node.orelse, "if/else"
         return
     for handler in node.handlers:
-        caught = handler.type
-        names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
-        if any(isinstance(n, ast.Name) and n.id in _IMPORT_ERRORS for n in names):
+        if catches_import_error(handler):
             yield node.body, handler.body, "try/except ImportError"
+
+
+def catches_import_error(handler: ast.ExceptHandler) -> bool:
+    """Whether `handler` catches ImportError or ModuleNotFoundError (alone or in a tuple)."""
+    caught = handler.type
+    names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+    return any(isinstance(n, ast.Name) and n.id in _IMPORT_ERRORS for n in names)
 
 
 def _statement_pairs(
     ctx: SiteContext, buf: EditBuffer, first: list[ast.stmt], second: list[ast.stmt], how: str
 ) -> None:
-    theirs = _bindings(ctx, second)
-    for name, (stmt, path, new) in _bindings(ctx, first).items():
+    theirs = bindings(ctx, second)
+    for name, (stmt, path, new) in bindings(ctx, first).items():
         other = theirs.get(name)
         if other is None or other[1] == path or other[2] != new:
             continue
         old_stmt, old = (stmt, path) if path != new else (other[0], other[1])
+        if buf.is_frozen(*ctx.smap.span(old_stmt)):
+            continue  # the old branch of a version guard, or code --drop-compat removes
         buf.kept.update((id(stmt), id(other[0])))
         shown = name.removeprefix("import ")
         message = (
@@ -66,7 +73,7 @@ def _statement_pairs(
         buf.report(finding, ctx.smap.span(old_stmt)[0])
 
 
-def _bindings(ctx: SiteContext, block: list[ast.stmt]) -> dict[str, Binding]:
+def bindings(ctx: SiteContext, block: list[ast.stmt]) -> dict[str, Binding]:
     """The names the imports of `block` (and of blocks nested in it) bind to table paths.
 
     `import a.b` binds `a`, which both paths share: it is keyed by where it resolves."""
@@ -107,8 +114,8 @@ def _expression_pair(ctx: SiteContext, buf: EditBuffer, node: ast.IfExp) -> None
     if None in names or names[0] == names[1]:
         return
     new = [ctx.resolver.resolve(n).new for n in names]  # type: ignore[arg-type]
-    if new[0] != new[1]:
-        return
+    if new[0] != new[1] or buf.is_frozen(*ctx.smap.span(node)):
+        return  # not a pair, or one side is a version guard's old branch or removed
     buf.kept.update((id(node.body), id(node.orelse)))
     old, side = (names[0], node.body) if names[0] != new[0] else (names[1], node.orelse)
     message = (
