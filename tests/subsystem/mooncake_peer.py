@@ -10,6 +10,8 @@ per command read from stdin:
 - `{"op": "send", "request_id": str, "hold_s": float}`: hand a finished request to the worker;
 - `{"op": "finished"}` -> `{"sending": [...]}` (the worker's `get_finished`);
 - `{"op": "stats"}` -> the worker's counters;
+- `{"op": "withhold", "withheld": {transfer_id: reason}}`: layerwise peers (`"layerwise": true`
+  in the spec) only: the scheduler's word that these transfers will not be pushed;
 - `{"op": "quit"}`.
 
 `kv_values(...)` is imported by the tests to know what the prefill blocks hold.
@@ -70,12 +72,17 @@ def rank_cache(spec: dict[str, Any], rank: int) -> torch.Tensor:
 
 
 def main() -> int:
+    from vllm_ascend.distributed.kv_transfer.kv_p2p.layerwise_metadata import LayerwiseMetadata
+    from vllm_ascend.distributed.kv_transfer.kv_p2p.layerwise_worker import (
+        MooncakeLayerwiseWorker,
+    )
     from vllm_ascend.distributed.kv_transfer.kv_p2p.worker import MooncakeConnectorWorker
 
     spec = json.loads(sys.argv[1])
     rank = spec.get("tp_rank", 0)
     cache = rank_cache(spec, rank)
-    worker = MooncakeConnectorWorker(worker_config(spec), rank, spec["num_blocks"])
+    kind = MooncakeLayerwiseWorker if spec.get("layerwise") else MooncakeConnectorWorker
+    worker: Any = kind(worker_config(spec), rank, spec["num_blocks"])
     worker.register_kv_caches({f"layers.{i}": cache[i] for i in range(spec["layers"])})
     assert worker.agent is not None
     print(json.dumps({"ready": True, "session": worker.agent.session_id}), flush=True)
@@ -90,6 +97,9 @@ def main() -> int:
             answer = {"sending": sorted(sending or ())}
         elif op == "stats":
             answer = worker.stats()
+        elif op == "withhold":
+            worker.bind(LayerwiseMetadata(withheld=cmd["withheld"]))
+            answer = {"ok": True}
         elif op == "quit":
             worker.shutdown()
             print(json.dumps({"ok": True}), flush=True)

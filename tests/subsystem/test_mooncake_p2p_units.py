@@ -24,6 +24,7 @@ from vllm_ascend.distributed.kv_transfer.kv_p2p.messages import (  # noqa: E402
     Handshake,
     Message,
     ReadDone,
+    Rejected,
     decode_message,
     encode_message,
 )
@@ -373,3 +374,36 @@ def test_binding_a_taken_port_is_one_clear_error(echo_server: Any) -> None:
     ):
         SideChannelServer("127.0.0.1", port, lambda m: None).start()
     assert zmq_address("::1", 5) == "tcp://[::1]:5"
+
+
+def test_side_channel_drops_an_oversized_frame_and_keeps_serving() -> None:
+    # Each Handshake is answered with the size of its engine id, so a reply says which message
+    # it answers.
+    def handler(message: Message) -> Message | None:
+        assert isinstance(message, Handshake)
+        return Rejected(reason=str(len(message.engine_id)))
+
+    server = SideChannelServer("127.0.0.1", free_port(), handler, max_message_bytes=1 << 20)
+    server.start()
+    ctx = zmq.Context()
+    try:
+        sock = ctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(server.address)
+        sock.send(encode_message(Handshake("x" * (2 << 20), 0)))
+        # ZMQ drops the sender's connection and the socket reconnects: retry until answered.
+        for _ in range(50):
+            sock.send(encode_message(Handshake("small", 1)))
+            if sock.poll(1000):
+                break
+        reply = decode_message(sock.recv())
+        assert reply == Rejected(reason="5"), "the oversized frame reached the handler"
+        # Another peer is served as usual.
+        client = SideChannelClient(server.address, timeout_s=10.0)
+        with pytest.raises(SideChannelRejected, match="7"):
+            client.call(Handshake("another", 2))
+        client.close()
+        sock.close(0)
+    finally:
+        server.stop()
+        ctx.term()

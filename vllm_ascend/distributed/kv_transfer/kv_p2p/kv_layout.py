@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 
@@ -59,6 +60,15 @@ class KVLayout:
     @property
     def num_regions(self) -> int:
         return len(self.bases)
+
+    @cached_property
+    def _layer_numbers(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.layer_names)}
+
+    def layer_number(self, layer_name: str) -> int | None:
+        """The position of `layer_name` in `layer_names`; None for a layer without its own KV
+        cache (one shared across layers: nothing to move for it)."""
+        return self._layer_numbers.get(layer_name)
 
     def regions_of_layer(self, layer: int) -> list[int]:
         """Indices of the regions that belong to layer number `layer`."""

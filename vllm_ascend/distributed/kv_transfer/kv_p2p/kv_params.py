@@ -24,6 +24,7 @@ from typing import Any
 
 __all__ = [
     "RecvRequest",
+    "flag",
     "RemotePrefill",
     "parse_layerwise_prefill",
     "parse_remote_prefill",
@@ -52,6 +53,32 @@ _REQUIRED = (
 )
 
 
+def flag(params: Mapping[str, Any], key: str) -> bool:
+    """`params[key]` as a flag (`do_remote_decode`, `do_remote_prefill`): absent or None is
+    false.
+
+    Raises:
+        ValueError: present with another type than bool (a JSON string `"false"` would
+            otherwise count as true); the message names the field.
+    """
+    value = params.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ValueError(f"kv_transfer_params[{key!r}] must be true or false, got {value!r}")
+    return value
+
+
+def _port_and_tp_size(params: Mapping[str, Any]) -> tuple[int, int]:
+    # `tp_size` defaults to 1; `remote_tp_size` is accepted as its alias.
+    try:
+        port = int(params["remote_port"])
+        tp_size = int(params.get("tp_size", params.get("remote_tp_size", 1)))
+    except (TypeError, ValueError):
+        raise ValueError("remote_port and tp_size must be integers") from None
+    return port, tp_size
+
+
 def parse_remote_prefill(params: Mapping[str, Any]) -> RemotePrefill:
     """The prefill location in a decode request's `kv_transfer_params`.
 
@@ -71,11 +98,7 @@ def parse_remote_prefill(params: Mapping[str, Any]) -> RemotePrefill:
         block_ids = block_ids[0]
     if not all(isinstance(b, int) and not isinstance(b, bool) for b in block_ids):
         raise ValueError("remote_block_ids must be a list of integers")
-    try:
-        port = int(params["remote_port"])
-        tp_size = int(params.get("tp_size", params.get("remote_tp_size", 1)))
-    except (TypeError, ValueError):
-        raise ValueError("remote_port and tp_size must be integers") from None
+    port, tp_size = _port_and_tp_size(params)
     return RemotePrefill(
         engine_id=str(params["remote_engine_id"]),
         request_id=str(params["remote_request_id"]),
@@ -111,11 +134,7 @@ def parse_layerwise_prefill(params: Mapping[str, Any]) -> RemotePrefill:
     missing = [key for key in ("remote_host", "remote_port") if params.get(key) is None]
     if missing:
         raise ValueError(f"kv_transfer_params lacks {missing}")
-    try:
-        port = int(params["remote_port"])
-        tp_size = int(params.get("tp_size", params.get("remote_tp_size", 1)))
-    except (TypeError, ValueError):
-        raise ValueError("remote_port and tp_size must be integers") from None
+    port, tp_size = _port_and_tp_size(params)
     return RemotePrefill(
         engine_id=str(params.get("remote_engine_id") or ""),
         request_id=transfer_id,

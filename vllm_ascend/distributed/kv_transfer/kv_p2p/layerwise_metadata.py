@@ -61,9 +61,12 @@ class LayerwiseMetadata(KVConnectorMetadata):
         releases: decode requests that will never receive (aborted, or all cached).
         saves: prefill requests computed this step.
         sends: prefill requests that finished this step: request id -> seconds to hold.
+        withheld: transfers this prefill instance will not push: transfer id -> reason (the
+            worker tells their decode workers at once).
     """
 
     loads: list[LoadSpec] = field(default_factory=list)
     releases: list[LoadSpec] = field(default_factory=list)
     saves: list[SaveSpec] = field(default_factory=list)
     sends: dict[str, float] = field(default_factory=dict)
+    withheld: dict[str, str] = field(default_factory=dict)

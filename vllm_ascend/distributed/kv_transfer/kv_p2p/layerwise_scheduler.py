@@ -53,6 +53,11 @@ class MooncakeLayerwiseScheduler(P2PSchedulerBase):
         config: the connector's settings.
     """
 
+    # A synchronous load (the forward pass waits for each layer) must leave at least one
+    # prompt token for its step to compute.
+    _tokens_computed_locally = 1
+    _load_async = False
+
     def __init__(self, config: MooncakeP2PConfig) -> None:
         super().__init__(config)
         self.block_size = config.block_size
@@ -60,6 +65,8 @@ class MooncakeLayerwiseScheduler(P2PSchedulerBase):
         self._loads: list[LoadSpec] = []
         self._releases: list[LoadSpec] = []
         self._sends: dict[str, float] = {}
+        # Transfers this instance will not push: transfer id -> reason (sent to the worker).
+        self._withheld: dict[str, str] = {}
         # Prefill requests that push their KV: request id -> (request, transfer id), and those
         # whose first step was planned (that step also pushes the prefix-cache hit).
         self._pushing: dict[str, tuple[Request, str]] = {}
@@ -72,24 +79,23 @@ class MooncakeLayerwiseScheduler(P2PSchedulerBase):
     def _parse_remote(self, params: dict[str, Any]) -> RemotePrefill:
         return parse_layerwise_prefill(params)
 
-    def get_num_new_matched_tokens(
-        self, request: Request, num_computed_tokens: int
-    ) -> tuple[int, bool]:
-        """Prompt tokens the prefill side pushes: all but the last, beyond the local hit."""
-        if self._remote_prefill(request) is None:
-            return 0, False
-        # A synchronous load must leave at least one token for this step to compute.
-        count = len(request.prompt_token_ids or ()) - 1 - num_computed_tokens
+    def _matched(self, request: Request, num_computed_tokens: int) -> None:
         self._local_hit[request.request_id] = num_computed_tokens
-        return (count, False) if count > 0 else (0, False)
+
+    def _queue_release(self, request_id: str, remote: RemotePrefill) -> None:
+        self._releases.append(LoadSpec(request_id, remote.request_id, remote, [], 0))
 
     def update_state_after_alloc(
         self, request: Request, blocks: KVCacheBlocks, num_external_tokens: int
     ) -> None:
         params = request.kv_transfer_params
-        if params and params.get("do_remote_decode") and self.config.is_producer:
+        raw = params.get("do_remote_decode") if params else None
+        if params and self._flag(request, "do_remote_decode"):
             self._track_push(request)
             return
+        if params and raw is not None and not isinstance(raw, bool):
+            # Dropped from the push (a malformed flag): its decode side must not wait for it.
+            self._withhold(params, "the prefill request's do_remote_decode is not a bool")
         remote = self._remote_prefill(request)
         if remote is None:
             return
@@ -97,7 +103,7 @@ class MooncakeLayerwiseScheduler(P2PSchedulerBase):
         params["do_remote_prefill"] = False
         start = self._local_hit.pop(request.request_id, 0)
         if num_external_tokens <= 0:
-            self._releases.append(LoadSpec(request.request_id, remote.request_id, remote, [], 0))
+            self._queue_release(request.request_id, remote)
             self.counters.add("released_unread")
             return
         first = start // self.block_size
@@ -111,14 +117,25 @@ class MooncakeLayerwiseScheduler(P2PSchedulerBase):
     # ---- prefill side ---------------------------------------------------------------------
 
     def _track_push(self, request: Request) -> None:
-        assert request.kv_transfer_params is not None
+        params = request.kv_transfer_params
+        assert params is not None
+        if not self.config.is_producer:
+            self._withhold(params, f"the instance it reached is a {self.config.kv_role}")
+            return
         try:
-            transfer_id = transfer_id_of(request.kv_transfer_params)
+            transfer_id = transfer_id_of(params)
         except ValueError as exc:
+            # Without a transfer id there is no decode side to tell.
             self.counters.add("invalid_params")
             logger.warning("request %s: not pushing its KV: %s", request.request_id, exc)
             return
         self._pushing[request.request_id] = (request, transfer_id)
+
+    def _withhold(self, params: dict[str, Any], reason: str) -> None:
+        # A decode request registered under this transfer id gives up at once (`Withheld`).
+        transfer_id = params.get("transfer_id")
+        if isinstance(transfer_id, str) and transfer_id:
+            self._withheld[transfer_id] = reason
 
     def _save_specs(self, scheduler_output: SchedulerOutput) -> list[SaveSpec]:
         if not self._pushing:
@@ -160,17 +177,12 @@ class MooncakeLayerwiseScheduler(P2PSchedulerBase):
         pushing = self._pushing.pop(request.request_id, None)
         self._push_started.discard(request.request_id)
         self._local_hit.pop(request.request_id, None)
-        if not params:
+        if not params or self._release_unread(request):
             return False, None
-        if params.get("do_remote_prefill"):
-            remote = self._remote_prefill(request)
-            params["do_remote_prefill"] = False
-            if remote is not None:
-                spec = LoadSpec(request.request_id, remote.request_id, remote, [], 0)
-                self._releases.append(spec)
-                self.counters.add("released_unread")
+        if pushing is None:
             return False, None
-        if pushing is None or request.status not in HANDOFF_STATES or not block_ids:
+        if request.status not in HANDOFF_STATES or not block_ids:
+            self._withhold(params, f"the prefill request ended as {request.status.name}")
             return False, None
         self._sends[request.request_id] = self.config.send_timeout_s
         self.held[request.request_id] = len(block_ids)
@@ -186,5 +198,6 @@ class MooncakeLayerwiseScheduler(P2PSchedulerBase):
             saves=self._save_specs(scheduler_output),
             sends=self._sends,
         )
+        meta.withheld, self._withheld = self._withheld, {}
         self._loads, self._releases, self._sends = [], [], {}
         return meta

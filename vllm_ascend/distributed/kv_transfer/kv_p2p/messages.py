@@ -12,6 +12,9 @@ Request -> reply pairs:
   request's KV (its agent metadata and block ids).
 - `LayerDone` -> `Ack` (layerwise): a prefill worker wrote one layer (or all, `layer=-1`) of a
   request into the decode worker's blocks.
+- `Withheld` -> `Ack` (layerwise): a prefill worker will not push `transfer_id` (its request
+  was dropped or aborted); also the reply to a `PushRequest` for such a transfer. The decode
+  worker gives the load up at once instead of waiting for `layer_wait_timeout_s`.
 - anything a server refuses -> `Rejected(reason)`.
 """
 
@@ -28,6 +31,7 @@ __all__ = [
     "PushRequest",
     "ReadDone",
     "Rejected",
+    "Withheld",
     "decode_message",
     "encode_message",
 ]
@@ -126,6 +130,15 @@ class LayerDone(msgspec.Struct, tag=True, frozen=True):
     ok: bool = True
 
 
+class Withheld(msgspec.Struct, tag=True, frozen=True):
+    """Layerwise: the prefill worker `sender_rank` will not push `transfer_id`; `reason` says
+    why (for the decode side's log line)."""
+
+    transfer_id: str
+    sender_rank: int
+    reason: str
+
+
 class Ack(msgspec.Struct, tag=True, frozen=True):
     """Generic positive reply."""
 
@@ -136,7 +149,7 @@ class Rejected(msgspec.Struct, tag=True, frozen=True):
     reason: str
 
 
-Message = AgentMetadata | Handshake | ReadDone | PushRequest | LayerDone | Ack | Rejected
+Message = AgentMetadata | Handshake | ReadDone | PushRequest | LayerDone | Withheld | Ack | Rejected
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder: msgspec.msgpack.Decoder[Message] = msgspec.msgpack.Decoder(Message)

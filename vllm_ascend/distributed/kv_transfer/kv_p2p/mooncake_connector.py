@@ -28,18 +28,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from vllm_ascend.distributed.kv_transfer.kv_p2p.metadata import MooncakeConnectorMetadata
-from vllm_ascend.distributed.kv_transfer.kv_p2p.p2p_connector import (
-    MooncakeP2PFacade,
-    tensor_parallel_rank,
-)
+from vllm_ascend.distributed.kv_transfer.kv_p2p.p2p_connector import MooncakeP2PFacade
 from vllm_ascend.distributed.kv_transfer.kv_p2p.scheduler import MooncakeConnectorScheduler
 from vllm_ascend.distributed.kv_transfer.kv_p2p.worker import MooncakeConnectorWorker
 
 if TYPE_CHECKING:
-    from vllm.config import VllmConfig
     from vllm.forward_context import ForwardContext
     from vllm.v1.attention.backend import AttentionMetadata
-    from vllm.v1.kv_cache_interface import KVCacheConfig
 
 __all__ = ["MooncakeConnector", "MooncakeConnectorMetadata", "MooncakeConnectorV1"]
 
@@ -58,17 +53,8 @@ class MooncakeConnector(MooncakeP2PFacade[MooncakeConnectorScheduler, MooncakeCo
             unsupported prefill/decode TP pairing, or pipeline parallelism.
     """
 
-    def _make_scheduler(
-        self, vllm_config: VllmConfig, kv_cache_config: KVCacheConfig
-    ) -> MooncakeConnectorScheduler:
-        return MooncakeConnectorScheduler(self.config)
-
-    def _make_worker(
-        self, vllm_config: VllmConfig, kv_cache_config: KVCacheConfig
-    ) -> MooncakeConnectorWorker:
-        return MooncakeConnectorWorker(
-            self.config, tensor_parallel_rank(), kv_cache_config.num_blocks
-        )
+    scheduler_class = MooncakeConnectorScheduler
+    worker_class = MooncakeConnectorWorker
 
     # ---- worker side ----------------------------------------------------------------------
 

@@ -23,10 +23,7 @@ from vllm_ascend.distributed.kv_transfer.kv_p2p.layerwise_scheduler import (
     MooncakeLayerwiseScheduler,
 )
 from vllm_ascend.distributed.kv_transfer.kv_p2p.layerwise_worker import MooncakeLayerwiseWorker
-from vllm_ascend.distributed.kv_transfer.kv_p2p.p2p_connector import (
-    MooncakeP2PFacade,
-    tensor_parallel_rank,
-)
+from vllm_ascend.distributed.kv_transfer.kv_p2p.p2p_connector import MooncakeP2PFacade
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -61,17 +58,8 @@ class MooncakeLayerwiseConnector(
         # The step metadata the worker side last took (`_bind_step`).
         self._bound: LayerwiseMetadata | None = None
 
-    def _make_scheduler(
-        self, vllm_config: VllmConfig, kv_cache_config: KVCacheConfig
-    ) -> MooncakeLayerwiseScheduler:
-        return MooncakeLayerwiseScheduler(self.config)
-
-    def _make_worker(
-        self, vllm_config: VllmConfig, kv_cache_config: KVCacheConfig
-    ) -> MooncakeLayerwiseWorker:
-        return MooncakeLayerwiseWorker(
-            self.config, tensor_parallel_rank(), kv_cache_config.num_blocks
-        )
+    scheduler_class = MooncakeLayerwiseScheduler
+    worker_class = MooncakeLayerwiseWorker
 
     @classmethod
     def requires_piecewise_for_cudagraph(cls, extra_config: dict[str, Any]) -> bool:

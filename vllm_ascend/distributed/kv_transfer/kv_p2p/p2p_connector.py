@@ -2,7 +2,8 @@
 
 `MooncakeConnector` (pull) and `MooncakeLayerwiseConnector` (push) read the same settings
 (`MooncakeP2PConfig`, `config.py`), count their hits as `CacheHitSource.P2P`, and forward the
-same calls the same way beyond `KVConnectorFacade`: `get_finished` (both directions come from
+same calls the same way beyond `KVConnectorFacade`: building their sides from their
+`scheduler_class`/`worker_class`, `get_finished` (both directions come from
 the worker), `update_connector_output` and `request_finished` (the scheduler holds a finished
 prefill request's blocks), vLLM's metrics (`MooncakeP2PStats`) and `stats` (diagnostic totals
 with gauges, for tests). Each connector keeps only its own sides and its
@@ -11,6 +12,7 @@ per-step methods.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from vllm.v1.metrics.cache_hit_source import CacheHitSource
@@ -25,6 +27,7 @@ from vllm_ascend.distributed.kv_transfer.utils.connector_facade import (
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
+    from vllm.v1.kv_cache_interface import KVCacheConfig
     from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
 
@@ -72,9 +75,22 @@ class MooncakeP2PFacade(KVConnectorFacade[MooncakeP2PConfig, SchedulerT, WorkerT
 
     _cache_hit_source = CacheHitSource.P2P
     stats_class = MooncakeP2PStats
+    # Set by each connector: its scheduler and worker classes, built from the shared settings.
+    scheduler_class: Callable[[MooncakeP2PConfig], SchedulerT]
+    worker_class: Callable[[MooncakeP2PConfig, int, int], WorkerT]
 
     def _load_config(self, vllm_config: VllmConfig) -> MooncakeP2PConfig:
         return MooncakeP2PConfig.from_vllm_config(vllm_config)
+
+    def _make_scheduler(
+        self, vllm_config: VllmConfig, kv_cache_config: KVCacheConfig
+    ) -> SchedulerT:
+        return type(self).scheduler_class(self.config)
+
+    def _make_worker(self, vllm_config: VllmConfig, kv_cache_config: KVCacheConfig) -> WorkerT:
+        return type(self).worker_class(
+            self.config, tensor_parallel_rank(), kv_cache_config.num_blocks
+        )
 
     # ---- worker side ----------------------------------------------------------------------
 

@@ -56,14 +56,8 @@ class MooncakeConnectorScheduler(P2PSchedulerBase):
     def _parse_remote(self, params: dict[str, Any]) -> RemotePrefill:
         return parse_remote_prefill(params)
 
-    def get_num_new_matched_tokens(
-        self, request: Request, num_computed_tokens: int
-    ) -> tuple[int, bool]:
-        """Tokens to load from the prefill instance: the prompt beyond the local hit."""
-        if self._remote_prefill(request) is None:
-            return 0, False
-        count = len(request.prompt_token_ids or ()) - num_computed_tokens
-        return (count, True) if count > 0 else (0, False)
+    def _queue_release(self, request_id: str, remote: RemotePrefill) -> None:
+        self._recv.append(RecvRequest(request_id, [], remote))
 
     def update_state_after_alloc(
         self, request: Request, blocks: KVCacheBlocks, num_external_tokens: int
@@ -89,18 +83,9 @@ class MooncakeConnectorScheduler(P2PSchedulerBase):
             `(hold_blocks, kv_transfer_params for the decode instance)`.
         """
         params = request.kv_transfer_params
-        if not params:
+        if not params or self._release_unread(request):
             return False, None
-        if params.get("do_remote_prefill"):
-            # A decode request that ends before its blocks were allocated: free the prefill
-            # instance's copy now rather than at its send timeout.
-            remote = self._remote_prefill(request)
-            params["do_remote_prefill"] = False
-            if remote is not None:
-                self._recv.append(RecvRequest(request.request_id, [], remote))
-                self.counters.add("released_unread")
-            return False, None
-        if not params.get("do_remote_decode") or not self.config.is_producer:
+        if not self._flag(request, "do_remote_decode") or not self.config.is_producer:
             return False, None
         if request.status not in HANDOFF_STATES or not block_ids:
             return False, None

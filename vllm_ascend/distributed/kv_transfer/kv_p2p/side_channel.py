@@ -2,8 +2,9 @@
 
 `SideChannelServer` is a ROUTER socket served by one daemon thread; each request is decoded
 into a `messages.Message`, handed to the owner's handler, and the handler's reply is sent back.
-A frame that is not one of our messages is logged and dropped (no reply), and a handler error
-becomes a `Rejected` reply: a bad peer never takes the worker down.
+A frame that is not one of our messages is logged and dropped (no reply), a frame over
+`MAX_MESSAGE_BYTES` makes ZMQ drop its sender's connection before buffering it, and a handler
+error becomes a `Rejected` reply: a bad peer never takes the worker down.
 
 `SideChannelClient` is a DEALER socket to one server. Calls are serialised by a lock and
 bounded by a timeout; after a timeout the socket is thrown away, so a late reply can never be
@@ -35,6 +36,7 @@ __all__ = [
     "SideChannelRejected",
     "SideChannelServer",
     "SideChannelTimeout",
+    "MAX_MESSAGE_BYTES",
     "zmq_address",
 ]
 
@@ -42,6 +44,10 @@ logger = init_logger(__name__)
 
 # How often the server thread wakes up to check for stop(), in milliseconds.
 _SERVER_POLL_MS = 100
+# Largest frame a server accepts, bytes. Our largest message, a `PushRequest`, carries one
+# int per block of a request plus the agent's regions: kilobytes. ZMQ drops the connection of
+# a peer that sends more, before buffering it, and the server keeps serving the others.
+MAX_MESSAGE_BYTES = 4 << 20
 
 _context_lock = threading.Lock()
 _context: zmq.Context[zmq.Socket[bytes]] | None = None
@@ -87,14 +93,23 @@ class SideChannelServer:
         handler: called on the server thread with each decoded message; returns the reply
             (None: no reply). Exceptions become a `Rejected` reply.
         name: for log lines and the thread name.
+        max_message_bytes: a peer that sends a larger frame is disconnected (no reply).
 
     Attributes:
         dropped: number of frames that were not valid messages.
         served: number of messages handed to the handler.
     """
 
-    def __init__(self, host: str, port: int, handler: Handler, name: str = "side-channel") -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        handler: Handler,
+        name: str = "side-channel",
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+    ) -> None:
         self.address = zmq_address(host, port)
+        self.max_message_bytes = max_message_bytes
         self.name = name
         self._handler = handler
         self._stop = threading.Event()
@@ -111,6 +126,7 @@ class SideChannelServer:
         """
         sock = _zmq_context().socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
         try:
             sock.bind(self.address)
         except zmq.ZMQError as exc:

@@ -15,9 +15,8 @@ reads (successful or not) come out of `get_finished`; the blocks of failed ones 
 `get_block_ids_with_load_errors` in the same or an earlier step, so vLLM's
 `kv_load_failure_policy` (recompute or fail) applies.
 
-What this worker shares with the layerwise one (KV registration, `PeerDirectory`,
-`SendTracker`, `make_agent_metadata`) lives in `worker_base.py`; the three helper names are
-re-exported here.
+What this worker shares with the layerwise one (KV registration, the side channel's
+handshake, peers, held sends, load-error reporting) lives in `worker_base.py`.
 """
 
 from __future__ import annotations
@@ -25,38 +24,21 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from vllm_ascend.distributed.kv_transfer.kv_p2p.config import MooncakeP2PConfig
+from vllm_ascend.distributed.kv_transfer.kv_p2p.kv_layout import KVLayout
 from vllm_ascend.distributed.kv_transfer.kv_p2p.kv_params import RecvRequest
-from vllm_ascend.distributed.kv_transfer.kv_p2p.messages import (
-    Ack,
-    Handshake,
-    Message,
-    ReadDone,
-    Rejected,
-)
+from vllm_ascend.distributed.kv_transfer.kv_p2p.messages import Ack, Message, ReadDone
 from vllm_ascend.distributed.kv_transfer.kv_p2p.side_channel import (
     SideChannelError,
-    SideChannelServer,
     zmq_address,
 )
-from vllm_ascend.distributed.kv_transfer.kv_p2p.threads import TransferThreads
-from vllm_ascend.distributed.kv_transfer.kv_p2p.tp_mapping import (
-    expected_notifications,
-    notified_prefill_ranks,
-)
 from vllm_ascend.distributed.kv_transfer.kv_p2p.transfer_plan import plan_transfer
-from vllm_ascend.distributed.kv_transfer.kv_p2p.worker_base import (
-    P2PWorkerBase,
-    PeerDirectory,
-    SendTracker,
-    make_agent_metadata,
-)
+from vllm_ascend.distributed.kv_transfer.kv_p2p.worker_base import P2PWorkerBase
 from vllm_ascend.distributed.kv_transfer.utils.mooncake_transfer_engine import TransferError
 from vllm_ascend.logger import init_logger
 
-__all__ = ["MooncakeConnectorWorker", "PeerDirectory", "SendTracker", "make_agent_metadata"]
+__all__ = ["MooncakeConnectorWorker"]
 
 logger = init_logger(__name__)
 
@@ -74,42 +56,24 @@ class MooncakeConnectorWorker(P2PWorkerBase):
         super().__init__(config, tp_rank, num_blocks)
         self._lock = threading.Lock()
         self._done_recving: set[str] = set()
-        self._failed_blocks: set[int] = set()
         self._in_flight = 0
+
+    service_name = "mooncake-p2p"
 
     # ---- set-up ---------------------------------------------------------------------------
 
-    def register_kv_caches(self, kv_caches: dict[str, Any]) -> None:
-        """Describe and register the KV cache; start the side channel and transfer threads.
+    def _serves_side_channel(self) -> bool:
+        return self.config.is_producer
 
-        Raises:
-            ValueError: an unsupported KV cache layout.
-            MooncakeNotInstalledError, TransferEngineError: Mooncake is missing or failed.
-            SideChannelError: the side-channel port cannot be bound.
-        """
-        config = self.config
-        layout = self._register_layout(kv_caches)
+    def _runs_transfer_threads(self) -> bool:
+        return self.config.is_consumer
+
+    def _registered(self, layout: KVLayout) -> None:
         assert self.engine is not None
-        side_channel = ""
-        if config.is_producer:
-            port = config.worker_port(self.tp_rank)
-            side_channel = zmq_address(config.side_channel_host, port)
-        self.agent = make_agent_metadata(
-            config, self.tp_rank, layout, self.engine.session_id, side_channel
-        )
-        if config.is_producer:
-            self.server = SideChannelServer(
-                config.side_channel_host,
-                config.worker_port(self.tp_rank),
-                self.handle_message,
-                name=f"mooncake-p2p-side-channel-{self.tp_rank}",
-            ).start()
-        if config.is_consumer:
-            self._threads = TransferThreads(config.num_transfer_threads, "mooncake-p2p-read")
         logger.info(
             "Mooncake P/D worker %d (%s): %d KV regions, %d blocks of %s bytes, session %s",
             self.tp_rank,
-            config.kv_role,
+            self.config.kv_role,
             layout.num_regions,
             layout.num_blocks,
             sorted(set(layout.block_lens)),
@@ -118,18 +82,14 @@ class MooncakeConnectorWorker(P2PWorkerBase):
 
     # ---- prefill side ---------------------------------------------------------------------
 
-    def handle_message(self, message: Message) -> Message | None:
-        """Side-channel handler (server thread)."""
-        if isinstance(message, Handshake):
-            assert self.agent is not None
-            return self.agent
+    def _handle(self, message: Message) -> Message | None:
         if isinstance(message, ReadDone):
             self.sends.note(message.request_id, message.reader, message.expected, time.monotonic())
             self.counters.add("read_done_received", 1)
             if not message.ok:
                 self.counters.add("reader_failures", 1)
             return Ack()
-        return Rejected(reason=f"unexpected {type(message).__name__}")
+        return None
 
     # ---- decode side ----------------------------------------------------------------------
 
@@ -184,10 +144,10 @@ class MooncakeConnectorWorker(P2PWorkerBase):
                 elapsed_s,
                 error,
             )
+        # Failed blocks first: vLLM reads them no later than the finished request.
+        if error is not None:
+            self._record_load_errors(recv.local_block_ids)
         with self._lock:
-            # Failed blocks first: vLLM reads them no later than the finished request.
-            if error is not None:
-                self._failed_blocks.update(recv.local_block_ids)
             self._done_recving.add(recv.request_id)
 
     def _read(self, recv: RecvRequest) -> None:
@@ -213,19 +173,7 @@ class MooncakeConnectorWorker(P2PWorkerBase):
 
     def _notify(self, recv: RecvRequest, ok: bool) -> None:
         remote = recv.remote
-        heads = self.config.total_kv_heads
-        try:
-            ranks = notified_prefill_ranks(remote.tp_size, self.config.tp_size, heads, self.tp_rank)
-        except ValueError as exc:
-            logger.warning(
-                "request %s: cannot notify the prefill instance: %s", recv.request_id, exc
-            )
-            return
-        for prefill_rank in ranks:
-            expected = expected_notifications(
-                remote.tp_size, self.config.tp_size, heads, prefill_rank
-            )
-            address = zmq_address(remote.host, remote.port + prefill_rank)
+        for _, expected, address in self._prefill_peers(remote, recv.request_id):
             message = ReadDone(remote.request_id, self.reader_name, expected, ok)
             try:
                 self.peers.client(address).call(message)
@@ -253,11 +201,6 @@ class MooncakeConnectorWorker(P2PWorkerBase):
         with self._lock:
             recving, self._done_recving = self._done_recving, set()
         return sending or None, recving or None
-
-    def get_block_ids_with_load_errors(self) -> set[int]:
-        with self._lock:
-            failed, self._failed_blocks = self._failed_blocks, set()
-        return failed
 
     def stats(self) -> dict[str, float]:
         """Counters of this worker (reads, blocks, bytes, notifications, sends)."""

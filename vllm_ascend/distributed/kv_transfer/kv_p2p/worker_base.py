@@ -5,12 +5,16 @@ Both the pull (`worker.py`) and the layerwise push (`layerwise_worker.py`) worke
 - describe their KV cache (`KVLayout`), check that a prefill/decode TP pairing it cannot serve
   is refused, and register it with the process-wide Mooncake transfer engine
   (`P2PWorkerBase._register_layout`);
-- describe themselves to peers as `AgentMetadata` (`make_agent_metadata`) served on the side
-  channel, and cache their peers' clients and metadata (`PeerDirectory`);
+- describe themselves to peers as `AgentMetadata` served on the side channel
+  (`P2PWorkerBase.register_kv_caches`, `handle_message`), and cache their peers' clients and
+  metadata (`peers.py`);
 - on the prefill side, hold a finished request's blocks until every expected reader confirmed
-  or its send timeout passed (`SendTracker`, `P2PWorkerBase._pop_finished_sends`);
+  or its send timeout passed (`send_tracker.SendTracker`, `P2PWorkerBase._pop_finished_sends`);
+- on the decode side, report the blocks of failed loads once
+  (`get_block_ids_with_load_errors`);
 - on the decode side, read from (or are pushed to by) the prefill ranks that `tp_mapping`
-  assigns to them (`P2PWorkerBase._slices_by_prefill_rank`);
+  assigns to them, and tell those ranks about each request (`_slices_by_prefill_rank`,
+  `_prefill_peers`);
 - report the same send counters and stop the same way (`_send_stats`, `_stop_serving`).
 """
 
@@ -19,23 +23,31 @@ from __future__ import annotations
 import math
 import threading
 import time
-import uuid
 from collections import defaultdict
-from typing import Any
+from typing import Any, ClassVar
 
 from vllm_ascend.distributed.kv_transfer.kv_p2p.config import MooncakeP2PConfig
 from vllm_ascend.distributed.kv_transfer.kv_p2p.kv_layout import KVLayout, describe_kv_caches
-from vllm_ascend.distributed.kv_transfer.kv_p2p.messages import AgentMetadata, Handshake
+from vllm_ascend.distributed.kv_transfer.kv_p2p.kv_params import RemotePrefill
+from vllm_ascend.distributed.kv_transfer.kv_p2p.messages import (
+    AgentMetadata,
+    Handshake,
+    Message,
+    Rejected,
+)
+from vllm_ascend.distributed.kv_transfer.kv_p2p.peers import PeerDirectory, make_agent_metadata
+from vllm_ascend.distributed.kv_transfer.kv_p2p.send_tracker import SendTracker
 from vllm_ascend.distributed.kv_transfer.kv_p2p.side_channel import (
-    SideChannelClient,
-    SideChannelError,
     SideChannelServer,
+    zmq_address,
 )
 from vllm_ascend.distributed.kv_transfer.kv_p2p.stats import MooncakeP2PStats
 from vllm_ascend.distributed.kv_transfer.kv_p2p.threads import TransferThreads
 from vllm_ascend.distributed.kv_transfer.kv_p2p.tp_mapping import (
     HeadSlice,
+    expected_notifications,
     local_kv_heads,
+    notified_prefill_ranks,
     plan_decode_rank,
 )
 from vllm_ascend.distributed.kv_transfer.utils.connector_stats import StatsRecorder
@@ -45,148 +57,9 @@ from vllm_ascend.distributed.kv_transfer.utils.mooncake_transfer_engine import (
 )
 from vllm_ascend.logger import init_logger
 
-__all__ = ["P2PWorkerBase", "PeerDirectory", "SendTracker", "make_agent_metadata"]
+__all__ = ["P2PWorkerBase"]
 
 logger = init_logger(__name__)
-
-
-def make_agent_metadata(
-    config: MooncakeP2PConfig,
-    tp_rank: int,
-    layout: KVLayout,
-    session_id: str,
-    side_channel: str,
-) -> AgentMetadata:
-    """This worker's `AgentMetadata` (see `messages.AgentMetadata`)."""
-    return AgentMetadata(
-        engine_id=config.engine_id,
-        agent_id=uuid.uuid4().hex,
-        tp_rank=tp_rank,
-        tp_size=config.tp_size,
-        session_id=session_id,
-        region_bases=list(layout.bases),
-        block_strides=list(layout.block_strides),
-        block_lens=list(layout.block_lens),
-        num_blocks=layout.num_blocks,
-        block_size=config.block_size,
-        kv_heads=layout.kv_heads,
-        head_major=layout.head_major,
-        layer_of_region=list(layout.layer_of_region),
-        side_channel=side_channel,
-    )
-
-
-class SendTracker:
-    """Prefill requests whose blocks wait for their readers (thread-safe).
-
-    `ReadDone` may arrive before the scheduler's hand-over reaches this worker (the decode
-    side can be that fast); such notes are kept and matched later, and dropped after
-    `orphan_ttl_s` if the hand-over never comes.
-    """
-
-    def __init__(self, orphan_ttl_s: float) -> None:
-        self._lock = threading.Lock()
-        self._deadlines: dict[str, float] = {}
-        self._readers: dict[str, set[str]] = defaultdict(set)
-        self._expected: dict[str, int] = {}
-        self._noted_at: dict[str, float] = {}
-        self._orphan_ttl_s = orphan_ttl_s
-        self.completed = 0
-        self.expired = 0
-
-    def add(self, request_id: str, hold_s: float, now: float) -> None:
-        with self._lock:
-            self._deadlines[request_id] = now + hold_s
-
-    def note(self, request_id: str, reader: str, expected: int, now: float) -> None:
-        with self._lock:
-            self._readers[request_id].add(reader)
-            self._expected[request_id] = max(1, expected)
-            self._noted_at.setdefault(request_id, now)
-
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._deadlines)
-
-    def pop_finished(self, now: float) -> tuple[set[str], set[str]]:
-        """`(read by all their readers, expired)` request ids, forgotten from here on."""
-        done: set[str] = set()
-        expired: set[str] = set()
-        with self._lock:
-            for request_id, deadline in list(self._deadlines.items()):
-                expected = self._expected.get(request_id)
-                if expected is not None and len(self._readers[request_id]) >= expected:
-                    done.add(request_id)
-                elif now >= deadline:
-                    expired.add(request_id)
-            for request_id in done | expired:
-                del self._deadlines[request_id]
-                self._forget(request_id)
-            for request_id, noted in list(self._noted_at.items()):
-                if request_id not in self._deadlines and now - noted > self._orphan_ttl_s:
-                    self._forget(request_id)
-            self.completed += len(done)
-            self.expired += len(expired)
-        return done, expired
-
-    def _forget(self, request_id: str) -> None:
-        self._readers.pop(request_id, None)
-        self._expected.pop(request_id, None)
-        self._noted_at.pop(request_id, None)
-
-
-class PeerDirectory:
-    """Side-channel clients and handshaken `AgentMetadata` of remote workers, per address."""
-
-    def __init__(self, engine_id: str, tp_rank: int, timeout_s: float) -> None:
-        self._engine_id = engine_id
-        self._tp_rank = tp_rank
-        self._timeout_s = timeout_s
-        self._lock = threading.Lock()
-        self._clients: dict[str, SideChannelClient] = {}
-        self._agents: dict[str, AgentMetadata] = {}
-
-    def client(self, address: str) -> SideChannelClient:
-        with self._lock:
-            client = self._clients.get(address)
-            if client is None:
-                client = self._clients[address] = SideChannelClient(address, self._timeout_s)
-            return client
-
-    def agent(self, address: str, engine_id: str) -> AgentMetadata:
-        """The `AgentMetadata` served at `address`, fetched once.
-
-        Raises:
-            SideChannelError: no or an invalid answer, or the worker there belongs to another
-                engine than `engine_id` (not checked when `engine_id` is empty).
-        """
-        with self._lock:
-            cached = self._agents.get(address)
-        if cached is not None:
-            return cached
-        reply = self.client(address).call(Handshake(self._engine_id, self._tp_rank))
-        if not isinstance(reply, AgentMetadata):
-            raise SideChannelError(f"{address} answered a handshake with {type(reply).__name__}")
-        if engine_id and reply.engine_id != engine_id:
-            raise SideChannelError(
-                f"{address} serves engine {reply.engine_id!r}, not {engine_id!r}"
-            )
-        with self._lock:
-            self._agents[address] = reply
-        return reply
-
-    def forget(self, address: str) -> None:
-        """Drop the cached metadata (the peer may have restarted)."""
-        with self._lock:
-            self._agents.pop(address, None)
-
-    def close(self) -> None:
-        with self._lock:
-            clients = list(self._clients.values())
-            self._clients.clear()
-            self._agents.clear()
-        for client in clients:
-            client.close()
 
 
 class P2PWorkerBase:
@@ -197,9 +70,13 @@ class P2PWorkerBase:
         tp_rank: this worker's tensor-parallel rank.
         num_blocks: KV cache blocks (`KVCacheConfig.num_blocks`).
 
-    Attributes set by `_register_layout`: `layout`, `engine`; by the subclass: `agent`,
-    `server` (the side-channel server) and `_threads` (its transfer threads), when it has them.
+    Attributes set by `register_kv_caches`: `layout`, `engine`, `agent`, and, when the
+    subclass's role runs them, `server` (the side-channel server) and `_threads` (its
+    transfer threads).
     """
+
+    #: Prefix of the side-channel server's and the transfer threads' names.
+    service_name: ClassVar[str] = "mooncake-p2p"
 
     def __init__(self, config: MooncakeP2PConfig, tp_rank: int, num_blocks: int) -> None:
         self.config = config
@@ -214,6 +91,64 @@ class P2PWorkerBase:
         self.sends = SendTracker(orphan_ttl_s=config.send_timeout_s)
         self._threads: TransferThreads | None = None
         self.counters = StatsRecorder(MooncakeP2PStats)
+        self._failed_lock = threading.Lock()
+        self._failed_blocks: set[int] = set()
+
+    # ---- set-up ---------------------------------------------------------------------------
+
+    def _serves_side_channel(self) -> bool:
+        """Whether this worker answers peers (default: every role)."""
+        return True
+
+    def _runs_transfer_threads(self) -> bool:
+        """Whether this worker moves KV on its own threads (default: every role)."""
+        return True
+
+    def _registered(self, layout: KVLayout) -> None:
+        """Hook: the KV cache is registered and the services run (default: nothing)."""
+
+    def register_kv_caches(self, kv_caches: dict[str, Any]) -> None:
+        """Describe and register the KV cache; start the side channel and transfer threads.
+
+        Raises:
+            ValueError: an unsupported KV cache layout.
+            MooncakeNotInstalledError, TransferEngineError: Mooncake is missing or failed.
+            SideChannelError: the side-channel port cannot be bound.
+        """
+        config = self.config
+        layout = self._register_layout(kv_caches)
+        assert self.engine is not None
+        port = config.worker_port(self.tp_rank)
+        serves = self._serves_side_channel()
+        address = zmq_address(config.side_channel_host, port) if serves else ""
+        self.agent = make_agent_metadata(
+            config, self.tp_rank, layout, self.engine.session_id, address
+        )
+        if serves:
+            self.server = SideChannelServer(
+                config.side_channel_host,
+                port,
+                self.handle_message,
+                name=f"{self.service_name}-side-channel-{self.tp_rank}",
+            ).start()
+        if self._runs_transfer_threads():
+            self._threads = TransferThreads(config.num_transfer_threads, self.service_name)
+        self._registered(layout)
+
+    def handle_message(self, message: Message) -> Message | None:
+        """Side-channel handler (server thread): a `Handshake` gets this worker's
+        `AgentMetadata`, anything `_handle` does not take a `Rejected`."""
+        if isinstance(message, Handshake):
+            assert self.agent is not None
+            return self.agent
+        reply = self._handle(message)
+        if reply is None:
+            return Rejected(reason=f"unexpected {type(message).__name__}")
+        return reply
+
+    def _handle(self, message: Message) -> Message | None:
+        """The reply to a message of the subclass's protocol; None: not one this role takes."""
+        return None
 
     def _register_layout(self, kv_caches: dict[str, Any]) -> KVLayout:
         """Describe the KV cache and register its memory with the transfer engine.
@@ -255,6 +190,28 @@ class P2PWorkerBase:
             by_rank[piece.prefill_rank].append(piece)
         return by_rank
 
+    def _prefill_peers(self, remote: RemotePrefill, request_id: str) -> list[tuple[int, int, str]]:
+        """The prefill workers this decode worker tells about `remote`'s request.
+
+        Returns:
+            `(prefill rank, readers that rank expects, its side-channel address)` per worker;
+            empty (and logged) when the two TP sizes cannot be paired.
+        """
+        prefill_tp, heads = remote.tp_size, self.config.total_kv_heads
+        try:
+            ranks = notified_prefill_ranks(prefill_tp, self.config.tp_size, heads, self.tp_rank)
+        except ValueError as exc:
+            logger.warning("request %s: cannot reach the prefill instance: %s", request_id, exc)
+            return []
+        return [
+            (
+                rank,
+                expected_notifications(prefill_tp, self.config.tp_size, heads, rank),
+                zmq_address(remote.host, remote.port + rank),
+            )
+            for rank in ranks
+        ]
+
     def _pop_finished_sends(self, expired_warning: str) -> set[str]:
         """Prefill requests whose blocks can be freed: confirmed by every reader, or expired.
 
@@ -266,6 +223,17 @@ class P2PWorkerBase:
         for request_id in sorted(expired):
             logger.warning(expired_warning, request_id, self.config.send_timeout_s)
         return done | expired
+
+    def _record_load_errors(self, block_ids: list[int]) -> None:
+        with self._failed_lock:
+            self._failed_blocks.update(block_ids)
+
+    def get_block_ids_with_load_errors(self) -> set[int]:
+        """Blocks of loads that failed since the last call (vLLM's `kv_load_failure_policy`
+        then recomputes or fails their requests)."""
+        with self._failed_lock:
+            failed, self._failed_blocks = self._failed_blocks, set()
+        return failed
 
     def take_stats(self) -> MooncakeP2PStats | None:
         """This worker's counter increases since the last call (vLLM's metrics)."""

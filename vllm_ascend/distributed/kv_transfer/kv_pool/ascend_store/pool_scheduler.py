@@ -20,27 +20,24 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend import create_backend
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (
     Backend,
     BackendError,
 )
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.config_data import (
     AscendStoreConfig,
-    ChunkedTokenDatabase,
-    KeyMetadata,
 )
-from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_guard import PoolGuard
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_client import (
+    check_single_group,
+    open_pool,
+)
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.stats import AscendStoreStats
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.step_metadata import (
     AscendConnectorMetadata,
     ReqMeta,
 )
 from vllm_ascend.distributed.kv_transfer.utils.connector_stats import StatsRecorder
-from vllm_ascend.distributed.kv_transfer.utils.scheduler_inputs import (
-    scheduled_requests,
-    single_group_block_size,
-)
+from vllm_ascend.distributed.kv_transfer.utils.scheduler_inputs import scheduled_requests
 from vllm_ascend.logger import init_logger
 
 if TYPE_CHECKING:
@@ -59,15 +56,6 @@ logger = init_logger(__name__)
 # vLLM's non-cryptographic prefix-cache hashes use a per-process random seed unless
 # PYTHONHASHSEED is set: their block hashes then differ between engines.
 _PER_PROCESS_HASHES = ("xxhash", "xxhash_cbor")
-
-
-def check_single_group(kv_cache_config: KVCacheConfig) -> int:
-    """The block size of a KV cache with one group whose hash blocks equal its blocks.
-
-    Raises:
-        ValueError: several KV cache groups, or hash blocks of another size.
-    """
-    return single_group_block_size(kv_cache_config, "AscendStoreConnector")
 
 
 @dataclass
@@ -108,25 +96,21 @@ class KVPoolScheduler:
         config: AscendStoreConfig,
         backend: Backend | None = None,
     ) -> None:
-        self.block_size = check_single_group(kv_cache_config)
+        pool = open_pool(
+            vllm_config, kv_cache_config, config, backend, side="scheduler", lookup_only=True
+        )
+        self.block_size, self.db, self.backend, self.guard = (
+            pool.block_size,
+            pool.db,
+            pool.backend,
+            pool.guard,
+        )
+        self.key_metadata = pool.db.metadata
         transfer = vllm_config.kv_transfer_config
         assert transfer is not None
         self.load_enabled = transfer.is_kv_consumer
         self.save_enabled = transfer.is_kv_producer
         self.load_async = config.load_async
-        self.key_metadata = KeyMetadata.from_vllm_config(
-            vllm_config, kv_cache_config, self.block_size, config.namespace
-        )
-        self.db = ChunkedTokenDatabase(self.key_metadata, self.block_size)
-        self.backend = backend or create_backend(
-            config.backend,
-            config.backend_config,
-            vllm_config.parallel_config,
-            lookup_only=True,
-        )
-        self.guard = PoolGuard(
-            self.backend, config.retry_interval_s, config.error_log_interval_s, "scheduler"
-        )
         algo = vllm_config.cache_config.prefix_caching_hash_algo
         if algo in _PER_PROCESS_HASHES and os.environ.get("PYTHONHASHSEED") is None:
             logger.warning(

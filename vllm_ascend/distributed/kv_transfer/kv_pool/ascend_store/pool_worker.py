@@ -23,24 +23,18 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend import create_backend
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import Backend
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.block_io import load_blocks
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.block_layout import KVCacheLayout
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.config_data import (
     AscendStoreConfig,
-    ChunkedTokenDatabase,
-    KeyMetadata,
 )
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.kv_transfer import (
     KVCacheStoreRecvingThread,
     KVCacheStoreSendingThread,
     TransferTask,
 )
-from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_guard import PoolGuard
-from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_scheduler import (
-    check_single_group,
-)
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_client import open_pool
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.stats import AscendStoreStats
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.step_metadata import (
     AscendConnectorMetadata,
@@ -96,21 +90,21 @@ class KVPoolWorker:
         ranks: tuple[int, int] | None = None,
     ) -> None:
         self.config = config
-        self.block_size = check_single_group(kv_cache_config)
         self.num_blocks = kv_cache_config.num_blocks
         self.tp_rank, self.pp_rank = ranks if ranks is not None else parallel_ranks()
-        self.db = ChunkedTokenDatabase(
-            KeyMetadata.from_vllm_config(
-                vllm_config, kv_cache_config, self.block_size, config.namespace
-            ),
-            self.block_size,
+        pool = open_pool(
+            vllm_config,
+            kv_cache_config,
+            config,
+            backend,
+            side=f"worker tp{self.tp_rank}-pp{self.pp_rank}",
+            lookup_only=False,
         )
-        self.backend = backend or create_backend(
-            config.backend, config.backend_config, vllm_config.parallel_config
-        )
-        side = f"worker tp{self.tp_rank}-pp{self.pp_rank}"
-        self.guard = PoolGuard(
-            self.backend, config.retry_interval_s, config.error_log_interval_s, side
+        self.block_size, self.db, self.backend, self.guard = (
+            pool.block_size,
+            pool.db,
+            pool.backend,
+            pool.guard,
         )
         self.layout: KVCacheLayout | None = None
         self.device: KVDevice | None = None

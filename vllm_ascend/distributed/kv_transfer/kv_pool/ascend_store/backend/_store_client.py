@@ -16,9 +16,12 @@ from __future__ import annotations
 import importlib
 import json
 import os
+from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from typing_extensions import Self
 
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (
     Backend,
@@ -27,7 +30,16 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend im
     single_segments,
 )
 
-__all__ = ["StoreClientBackend", "import_store_module", "read_store_settings"]
+if TYPE_CHECKING:
+    from vllm.config import ParallelConfig
+
+__all__ = [
+    "StoreClientBackend",
+    "StoreSettings",
+    "check_setting_keys",
+    "import_store_module",
+    "read_store_settings",
+]
 
 # A store's batch call: `(keys, addresses, sizes) -> per-key codes`, with one address and size
 # per key (flat lists) or a list of them per key (several segments).
@@ -69,6 +81,53 @@ def read_store_settings(
     return data, f"${env}={path}"
 
 
+class StoreSettings:
+    """Mixin of a store's settings class: `load` them from the connector's extra config or the
+    store's JSON file. The class names, as class keywords, its entry (`key`), the store
+    (`label`, for messages) and the environment variable (`env`), and parses with
+    `from_mapping`.
+    """
+
+    settings_key: ClassVar[str]
+    store_label: ClassVar[str]
+    config_env: ClassVar[str]
+
+    def __init_subclass__(cls, *, key: str, label: str, env: str, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.settings_key, cls.store_label, cls.config_env = key, label, env
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], source: str) -> Self:
+        raise NotImplementedError
+
+    @classmethod
+    def load(cls, inline: Mapping[str, Any] | None) -> Self:
+        """The settings from `inline` (the store's entry of the connector's extra config) or,
+        when that is None, from the JSON file named by `$<config_env>`.
+
+        Raises:
+            ValueError: neither is given, the file cannot be read or parsed, or a value is
+                invalid.
+        """
+        data, source = read_store_settings(
+            inline, key=cls.settings_key, store=cls.store_label, env=cls.config_env
+        )
+        return cls.from_mapping(data, source)
+
+
+def check_setting_keys(data: Any, source: str, valid: Sequence[str]) -> None:
+    """Check that a store's raw settings are a mapping with only `valid` keys.
+
+    Raises:
+        ValueError: not a mapping, or unknown keys (the message lists the valid ones).
+    """
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{source}: expected a JSON object, got {type(data).__name__}")
+    unknown = sorted(set(data) - set(valid))
+    if unknown:
+        raise ValueError(f"{source}: unknown key(s) {unknown}; valid keys: {list(valid)}")
+
+
 def import_store_module(name: str, missing: str) -> ModuleType:
     """Import a store's Python binding.
 
@@ -84,8 +143,19 @@ def import_store_module(name: str, missing: str) -> ModuleType:
 class StoreClientBackend(Backend):
     """A `Backend` around one store client reached over TCP.
 
-    Subclasses set, in `__init__`, `_store` (the client object, with a `close()`),
-    `_address` (the `(host, port)` its service listens at) and `_closed = False`.
+    Args:
+        parallel_config: the engine's parallel config (the `Backend` signature).
+        config: the store's settings: its config object, a mapping to validate, or None to
+            read the JSON file its environment variable names.
+        lookup_only: a client that only answers `exists` (the scheduler side): it contributes
+            no memory to the pool.
+
+    Subclasses name their binding (`module_name`, `missing_hint`) and, in `_connect`, set
+    `config`, `_store` (the client object, with a `close()`) and, through `_probe_service`,
+    `_address` (the `(host, port)` its service listens at).
+
+    Raises:
+        ImportError: the binding is missing.
     """
 
     #: The store's name in error messages (`"Mooncake"`, `"MemCache"`).
@@ -93,12 +163,36 @@ class StoreClientBackend(Backend):
 
     _store: Any
     _address: tuple[str, int]
-    _closed: bool
+    _service: str  # the service the store asks, for messages (`"master host:port"`)
+
+    #: The store's Python binding, imported as `self._module`, and the `ImportError` message
+    #: when it is missing (what to install).
+    module_name: ClassVar[str]
+    missing_hint: ClassVar[str]
+
+    def __init__(
+        self,
+        parallel_config: ParallelConfig | None = None,
+        config: Any = None,
+        *,
+        lookup_only: bool = False,
+    ) -> None:
+        super().__init__(parallel_config)
+        self.lookup_only = lookup_only
+        self._closed = False
+        self._module = import_store_module(self.module_name, self.missing_hint)
+        self._connect(config)
+
+    @abstractmethod
+    def _connect(self, config: Any) -> None:
+        """Validate `config` (a config object, a mapping, or None for the store's JSON file),
+        set `self.config`, and open `self._store`."""
 
     def _probe_service(
-        self, field: str, url: str, address: tuple[str, int], timeout_s: float
+        self, field: str, url: str, address: tuple[str, int], timeout_s: float, service: str
     ) -> None:
-        """Remember the service's `address`, after checking that something listens there.
+        """Remember the service's `address` (and its name `service` for messages, e.g.
+        `"master host:port"`), after checking that something listens there.
 
         Stores retry a dead address for a long time inside their own setup; a refused connect
         here costs microseconds.
@@ -110,6 +204,7 @@ class StoreClientBackend(Backend):
         if reason is not None:
             raise BackendError(f"{self.store_name} {field}={url}: cannot connect ({reason})")
         self._address = address
+        self._service = service
 
     @staticmethod
     def _check_buffers(ptrs: Sequence[int], lengths: Sequence[int]) -> None:
@@ -120,6 +215,29 @@ class StoreClientBackend(Backend):
         """
         if len(ptrs) != len(lengths) or any(n <= 0 for n in lengths):
             raise ValueError(f"register_buffer: {len(ptrs)} pointers, lengths {list(lengths)}")
+
+    def _register_each(
+        self, ptrs: Sequence[int], lengths: Sequence[int], register: Callable[[int, int], int]
+    ) -> None:
+        """`register_buffer` through the store's one-buffer call `register(ptr, length) -> code`.
+
+        Raises:
+            ValueError: malformed arguments (`_check_buffers`).
+            BackendError: a call returned a non-zero code (the message names the buffer).
+        """
+        self._check_buffers(ptrs, lengths)
+        for ptr, length in zip(ptrs, lengths, strict=True):
+            rc = register(ptr, length)
+            if rc != 0:
+                raise BackendError(
+                    f"{self.store_name} register_buffer({ptr:#x}, {length}) failed: "
+                    f"{self._code_name(rc)}",
+                    rc,
+                )
+
+    def _code_name(self, code: int) -> str:
+        """A store return code as shown in messages (default: `"code N"`)."""
+        return f"code {code}"
 
     def _presence(self, codes: Sequence[int], keys: Sequence[str], service: str) -> list[int]:
         """`exists` results (1 present, 0 absent) from `batch_is_exist` codes (> 0 present,
@@ -165,6 +283,11 @@ class StoreClientBackend(Backend):
         else:
             results = multi(list(keys), [list(a) for a in addrs], [list(s) for s in sizes])
         return [int(r) for r in results]
+
+    def exists(self, keys: Sequence[str]) -> list[int]:
+        if not keys:
+            return []
+        return self._presence(self._store.batch_is_exist(list(keys)), keys, self._service)
 
     def is_reachable(self) -> bool:
         return probe_tcp(*self._address, timeout_s=0.5) is None

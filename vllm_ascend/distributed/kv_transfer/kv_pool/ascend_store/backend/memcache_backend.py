@@ -36,21 +36,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend._store_client import (
     StoreClientBackend,
-    import_store_module,
-    read_store_settings,
+    StoreSettings,
+    check_setting_keys,
 )
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (
     BackendError,
     parse_byte_size,
     split_host_port,
 )
-
-if TYPE_CHECKING:
-    from vllm.config import ParallelConfig
 
 __all__ = ["CONFIG_PATH_ENV", "MemcacheBackend", "MemcacheStoreConfig"]
 
@@ -83,7 +80,7 @@ def _positive_int(field: str, value: Any, maximum: int | None = None) -> int:
 
 
 @dataclass(frozen=True)
-class MemcacheStoreConfig:
+class MemcacheStoreConfig(StoreSettings, key="memcache", label="MemCache", env=CONFIG_PATH_ENV):
     """Validated settings of one MemCache client (keys and defaults: module docstring)."""
 
     meta_service_url: str
@@ -107,12 +104,7 @@ class MemcacheStoreConfig:
             ValueError: unknown keys (the valid ones are listed), a missing URL, or a value of
                 the wrong type or range (the message names the field and the value).
         """
-        if not isinstance(data, Mapping):
-            raise ValueError(f"{source}: expected a JSON object, got {type(data).__name__}")
-        valid = [f.name for f in fields(cls)]
-        unknown = sorted(set(data) - set(valid))
-        if unknown:
-            raise ValueError(f"{source}: unknown key(s) {unknown}; valid keys: {valid}")
+        check_setting_keys(data, source, [f.name for f in fields(cls)])
         for key in ("meta_service_url", "config_store_url"):
             if key not in data:
                 raise ValueError(f"{source}: {key!r} is required ('tcp://host:port')")
@@ -147,20 +139,6 @@ class MemcacheStoreConfig:
             ),
         )
 
-    @classmethod
-    def load(cls, inline: Mapping[str, Any] | None) -> MemcacheStoreConfig:
-        """The config from `inline` (the `"memcache"` entry of the connector's extra config)
-        or, when that is None, from the JSON file named by `$MEMCACHE_CONFIG_PATH`.
-
-        Raises:
-            ValueError: neither is given, the file cannot be read or parsed, or a value is
-                invalid.
-        """
-        data, source = read_store_settings(
-            inline, key="memcache", store="MemCache", env=CONFIG_PATH_ENV
-        )
-        return cls.from_mapping(data, source)
-
 
 def _current_npu() -> int:
     try:
@@ -191,27 +169,21 @@ class MemcacheBackend(StoreClientBackend):
     name = "memcache"
     store_name = "MemCache"
 
-    def __init__(
-        self,
-        parallel_config: ParallelConfig | None = None,
-        config: MemcacheStoreConfig | Mapping[str, Any] | None = None,
-        *,
-        lookup_only: bool = False,
-    ) -> None:
-        super().__init__(parallel_config)
-        self.config = (
-            config if isinstance(config, MemcacheStoreConfig) else MemcacheStoreConfig.load(config)
-        )
-        config = self.config
-        self.lookup_only = lookup_only
-        self._mmc = mmc = import_store_module(
-            "memcache_hybrid", "MemcacheBackend needs MemCache: pip install memcache-hybrid"
-        )
+    module_name = "memcache_hybrid"
+    missing_hint = "MemcacheBackend needs MemCache: pip install memcache-hybrid"
+
+    def _connect(self, config: MemcacheStoreConfig | Mapping[str, Any] | None) -> None:
+        if not isinstance(config, MemcacheStoreConfig):
+            config = MemcacheStoreConfig.load(config)
+        self.config = config
+        lookup_only = self.lookup_only
+        mmc = self._module
         self._probe_service(
             "meta_service_url",
             config.meta_service_url,
             _tcp_url("meta_service_url", config.meta_service_url),
             float(config.client_timeout_s),
+            f"MetaService {config.meta_service_url}",
         )
         store = mmc.DistributedObjectStore()
         rc = store.setup(self._local_config(mmc, config))
@@ -234,7 +206,6 @@ class MemcacheBackend(StoreClientBackend):
         self._store = store
         self._replicate = mmc.ReplicateConfig()
         self._replicate.replicaNum = config.replica_num
-        self._closed = False
 
     @staticmethod
     def _local_config(mmc: Any, config: MemcacheStoreConfig) -> Any:
@@ -256,27 +227,14 @@ class MemcacheBackend(StoreClientBackend):
     def _directions(self) -> tuple[Any, Any]:
         # (put, get) copy types: device memory on an NPU, host memory otherwise.
         on_device = self.device is not None and self.device.type != "cpu"
-        mmc = self._mmc
+        mmc = self._module
         return (mmc.L2G, mmc.G2L) if on_device else (mmc.H2G, mmc.G2H)
 
     def register_buffer(self, ptrs: Sequence[int], lengths: Sequence[int]) -> None:
         if self.lookup_only:
             # The binding crashes the process (SIGSEGV) on a client-only store.
             raise BackendError("MemCache register_buffer needs a worker store, not lookup_only")
-        self._check_buffers(ptrs, lengths)
-        for ptr, length in zip(ptrs, lengths, strict=True):
-            rc = self._store.register_buffer(ptr, length)
-            if rc != 0:
-                raise BackendError(f"MemCache register_buffer({ptr:#x}, {length}): code {rc}", rc)
-
-    def exists(self, keys: Sequence[str]) -> list[int]:
-        if not keys:
-            return []
-        return self._presence(
-            self._store.batch_is_exist(list(keys)),
-            keys,
-            f"MetaService {self.config.meta_service_url}",
-        )
+        self._register_each(ptrs, lengths, self._store.register_buffer)
 
     def put(
         self, keys: Sequence[str], addrs: Sequence[Sequence[int]], sizes: Sequence[Sequence[int]]

@@ -33,21 +33,18 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend._store_client import (
     StoreClientBackend,
-    import_store_module,
-    read_store_settings,
+    StoreSettings,
+    check_setting_keys,
 )
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (
     BackendError,
     parse_byte_size,
     split_host_port,
 )
-
-if TYPE_CHECKING:
-    from vllm.config import ParallelConfig
 
 __all__ = [
     "CONFIG_PATH_ENV",
@@ -90,7 +87,7 @@ def _physical_memory_bytes() -> int | None:
 
 
 @dataclass(frozen=True)
-class MooncakeStoreConfig:
+class MooncakeStoreConfig(StoreSettings, key="mooncake", label="Mooncake", env=CONFIG_PATH_ENV):
     """Validated settings of one Mooncake store client (keys and defaults: module docstring)."""
 
     master_server_address: str
@@ -119,12 +116,7 @@ class MooncakeStoreConfig:
                 `master_server_address`, or a value of the wrong type or range (the message
                 names the field and the value).
         """
-        if not isinstance(data, Mapping):
-            raise ValueError(f"{source}: expected a JSON object, got {type(data).__name__}")
-        valid = [f.name for f in fields(cls)]
-        unknown = sorted(set(data) - set(valid))
-        if unknown:
-            raise ValueError(f"{source}: unknown key(s) {unknown}; valid keys: {valid}")
+        check_setting_keys(data, source, [f.name for f in fields(cls)])
         if "master_server_address" not in data:
             raise ValueError(f"{source}: 'master_server_address' is required ('host:port')")
         split_host_port(f"{source}: master_server_address", data["master_server_address"])
@@ -173,20 +165,6 @@ class MooncakeStoreConfig:
             connect_timeout_s=float(timeout),
         )
 
-    @classmethod
-    def load(cls, inline: Mapping[str, Any] | None) -> MooncakeStoreConfig:
-        """The config from `inline` (the `"mooncake"` entry of the connector's extra config)
-        or, when that is None, from the JSON file named by `$MOONCAKE_CONFIG_PATH`.
-
-        Raises:
-            ValueError: neither is given, the file cannot be read or parsed, or a value is
-                invalid.
-        """
-        data, source = read_store_settings(
-            inline, key="mooncake", store="Mooncake", env=CONFIG_PATH_ENV
-        )
-        return cls.from_mapping(data, source)
-
 
 class MooncakeBackend(StoreClientBackend):
     """A Mooncake store client (see the module docstring for the configuration).
@@ -208,24 +186,18 @@ class MooncakeBackend(StoreClientBackend):
     name = "mooncake"
     store_name = "Mooncake"
 
-    def __init__(
-        self,
-        parallel_config: ParallelConfig | None = None,
-        config: MooncakeStoreConfig | Mapping[str, Any] | None = None,
-        *,
-        lookup_only: bool = False,
-    ) -> None:
-        super().__init__(parallel_config)
-        self.config = (
-            config if isinstance(config, MooncakeStoreConfig) else MooncakeStoreConfig.load(config)
-        )
-        config = self.config
-        self.lookup_only = lookup_only
-        mooncake = import_store_module(
-            "mooncake.store",
-            "MooncakeBackend needs Mooncake: pip install mooncake-transfer-engine "
-            "(mooncake-transfer-engine-non-cuda on CPU/NPU hosts)",
-        )
+    module_name = "mooncake.store"
+    missing_hint = (
+        "MooncakeBackend needs Mooncake: pip install mooncake-transfer-engine "
+        "(mooncake-transfer-engine-non-cuda on CPU/NPU hosts)"
+    )
+
+    def _connect(self, config: MooncakeStoreConfig | Mapping[str, Any] | None) -> None:
+        if not isinstance(config, MooncakeStoreConfig):
+            config = MooncakeStoreConfig.load(config)
+        self.config = config
+        lookup_only = self.lookup_only
+        mooncake = self._module
         segment = 0 if lookup_only else config.global_segment_size
         memory = _physical_memory_bytes()
         if memory is not None and segment > memory:
@@ -238,6 +210,7 @@ class MooncakeBackend(StoreClientBackend):
             config.master_server_address,
             split_host_port("master_server_address", config.master_server_address),
             config.connect_timeout_s,
+            f"master {config.master_server_address}",
         )
         store = mooncake.MooncakeDistributedStore()
         rc = store.setup(
@@ -261,7 +234,6 @@ class MooncakeBackend(StoreClientBackend):
         self._replicate.replica_num = config.replica_num
         if config.prefer_local_segment:
             self._replicate.preferred_segment = store.get_hostname()
-        self._closed = False
 
     @property
     def store(self) -> Any:
@@ -269,24 +241,10 @@ class MooncakeBackend(StoreClientBackend):
         return self._store
 
     def register_buffer(self, ptrs: Sequence[int], lengths: Sequence[int]) -> None:
-        self._check_buffers(ptrs, lengths)
-        for ptr, length in zip(ptrs, lengths, strict=True):
-            rc = self._store.register_buffer(ptr, length)
-            if rc != 0:
-                raise BackendError(
-                    f"Mooncake register_buffer({ptr:#x}, {length}) failed: "
-                    f"{mooncake_error_name(rc)}",
-                    rc,
-                )
+        self._register_each(ptrs, lengths, self._store.register_buffer)
 
-    def exists(self, keys: Sequence[str]) -> list[int]:
-        if not keys:
-            return []
-        return self._presence(
-            self._store.batch_is_exist(list(keys)),
-            keys,
-            f"master {self.config.master_server_address}",
-        )
+    def _code_name(self, code: int) -> str:
+        return mooncake_error_name(code)
 
     def put(
         self, keys: Sequence[str], addrs: Sequence[Sequence[int]], sizes: Sequence[Sequence[int]]
