@@ -131,31 +131,38 @@ class Resolver:
         current = name
         hits: list[Hit] = []
         for index, step in enumerate(self.steps):
-            removal = _longest(current, self._removed[index])
-            if removal is not None:
-                return Resolution(name, name, tuple(hits), removal, step.version)
             # Validation rules out cycles and targets that a rule would take again, so only a
             # name below a moved package can land on another old of the same step
             # (`kvpool.metadata` -> `ascend_store.metadata`, an intermediate old). Settling it
             # here, inside the step, is what keeps a second run a no-op.
             for _ in range(len(self._modules[index]) + len(self._symbols[index]) + 1):
-                hit = self._apply(current, index, symbols)
-                if hit is None:
+                rule = self._apply(current, index, symbols)
+                if isinstance(rule, Removal):
+                    return Resolution(name, name, tuple(hits), rule, step.version)
+                if rule is None:
                     break
-                old, new, kind = hit
-                hits.append(Hit(old, new, step.version, kind))
-                current = new + current[len(old) :]
+                kind = "module" if isinstance(rule, ModuleMove) else "symbol"
+                hits.append(Hit(rule.old, rule.new, step.version, kind))
+                current = rule.new + current[len(rule.old) :]
         return Resolution(name, current, tuple(hits))
 
-    def _apply(self, name: str, index: int, symbols: bool) -> tuple[str, str, str] | None:
-        module = _longest(name, self._modules[index])
-        symbol = _longest(name, self._symbols[index]) if symbols else None
-        # A symbol rule is always deeper than the (unmoved) module that held it.
-        if symbol is not None:
-            return symbol.old, symbol.new, "symbol"
-        if module is not None:
-            return module.old, module.new, "module"
-        return None
+    def _apply(
+        self, name: str, index: int, symbols: bool
+    ) -> ModuleMove | SymbolMove | Removal | None:
+        """The rule of step `index` with the longest `old` that `name` starts with: a rename
+        inside a moved module (a symbol row) beats the module's row, a module kept inside
+        a removed package (a module row) beats the removal, and so on."""
+        found: list[ModuleMove | SymbolMove | Removal] = [
+            rule
+            for rule in (
+                _longest(name, self._removed[index]),
+                _longest(name, self._modules[index]),
+                _longest(name, self._symbols[index]) if symbols else None,
+            )
+            if rule is not None
+        ]
+        # Olds are unique within a step, so the longest is unambiguous.
+        return max(found, key=lambda rule: len(rule.old), default=None)
 
 
 def _longest(name: str, table: dict[str, ModuleMove] | dict[str, SymbolMove] | dict[str, Removal]):  # type: ignore[no-untyped-def]

@@ -51,6 +51,24 @@ def _before(pack: Pack, step: Step) -> str | None:
     return pack.steps[index - 1].version if index else None
 
 
+def as_dotted(name: str, packages: tuple[str, ...]) -> str:
+    """`pkg.mod.obj` from the spellings users paste: a dotted name, `pkg.mod:obj`, or a file
+    path (`./pkg/mod.py`, `/.../site-packages/pkg/sub/__init__.py`, `pkg/sub/`). Not
+    validated: the caller checks the result is a dotted name."""
+    text = name.strip().replace(":", ".")
+    if "/" not in text and "\\" not in text:
+        return text
+    parts = [p for p in text.replace("\\", "/").split("/") if p and p != "."]
+    starts = [i for i, part in enumerate(parts) if part in packages]
+    if starts:
+        parts = parts[starts[0] :]
+    if parts and parts[-1].endswith((".py", ".pyi")):
+        parts[-1] = parts[-1].rsplit(".", 1)[0]
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
 def show_pack(pack: Pack) -> str:
     out = [
         f"{pack.name}: {pack.description}",
@@ -73,6 +91,14 @@ def show_pack(pack: Pack) -> str:
         for name in step.stay:
             out.append(f"  stays   {name}")
     return "\n".join(out)
+
+
+def tree_root(tree: Path, packages: tuple[str, ...]) -> Path:
+    """The folder that holds the packages: `tree` itself, or its parent when `tree` is the
+    package folder (`.../vllm_ascend`)."""
+    if not any((tree / package).is_dir() for package in packages) and tree.name in packages:
+        return tree.parent
+    return tree
 
 
 def check_against(step: Step, old_tree: Path, new_tree: Path) -> list[str]:
@@ -119,6 +145,17 @@ def _check_symbol(symbol: SymbolMove, old_tree: Path, new_tree: Path) -> list[st
             f"{symbol.new_name!r} in {new_tree}"
         )
     return errors
+
+
+def name_exists(tree: Path, dotted: str) -> bool:
+    """True if `dotted` is a module of `tree` or a name bound at the top of one (`a.b.C`;
+    an attribute path below it, `a.b.C.method`, counts when `a.b` binds `C`)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        module = ".".join(parts[:cut])
+        if _module_file(tree, module):
+            return cut == len(parts) or _defines(tree, f"{module}.{parts[cut]}")
+    return False
 
 
 def _module_file(tree: Path, dotted: str) -> Path | None:

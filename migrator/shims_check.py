@@ -16,12 +16,14 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from rules import Pack
 from shims import ShimFinder, default_env_var
+from shims._targets import Installed
 
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -50,19 +52,38 @@ class ProbeResult:
 
     @property
     def failed(self) -> bool:
-        return not (self.status == "ok" or self.status.startswith("skipped"))
+        return not (self.status == "ok" or self.status.startswith(("skipped", NOT_SERVED)))
 
 
-def probes(pack: Pack) -> list[Probe]:
+NOT_SERVED = "not served"
+
+
+@dataclass(frozen=True)
+class StepVerdict:
+    """One step's heading in the report: does the installed package serve it, and why."""
+
+    version: str
+    removal: str | None
+    verdict: str
+
+
+def finder_for(pack: Pack, package_paths: Sequence[str] = ()) -> ShimFinder:
+    """The finder a probe's interpreter builds: targets looked up on the probe's sys.path
+    (`package_paths`, the current directory, then this interpreter's sys.path)."""
+    search = [*package_paths, os.getcwd(), *sys.path]
+    return ShimFinder(pack, default_env_var(pack), Installed(search))
+
+
+def probes(pack: Pack, finder: ShimFinder | None = None) -> list[Probe]:
     """The old names `pack`'s shims serve at run time, in table order: module rows, each
     followed by its listed submodules, then symbol rows."""
-    finder = ShimFinder(pack, default_env_var(pack))
+    finder = finder or ShimFinder(pack, default_env_var(pack))
     found: list[Probe] = []
     for step in pack.steps:
         for move in step.modules:
             entry = finder.modules.get(move.old)
             if entry is None or entry.version != step.version:
-                continue  # a later step took the name back
+                continue  # a later step took the name back, or its target is not installed
             found.append(Probe(move.old, move.new, "module", move.old, step.version))
             for sub in move.submodules:
                 found.append(
@@ -74,6 +95,36 @@ def probes(pack: Pack) -> list[Probe]:
         for entry in moved.values():
             found.append(Probe(entry.old, entry.new, "symbol", entry.old, entry.version))
     return found
+
+
+def unserved(pack: Pack, finder: ShimFinder) -> list[ProbeResult]:
+    """Rows left out because their target is not installed, as results. In a step that does
+    not apply at all (another release's layout) they are just not served; in a step that
+    otherwise applies, a missing target is a broken package: a failure."""
+    out: list[ProbeResult] = []
+    for step in pack.steps:
+        fit = finder.fit(step.version)
+        partial = len(fit.missing) < fit.rows
+        rows: tuple[Any, ...] = (*step.modules, *step.symbols)
+        for rule in rows:
+            if rule.new not in fit.missing:
+                continue
+            kind = "module" if rule in step.modules else "symbol"
+            probe = Probe(rule.old, rule.new, kind, rule.old, step.version)
+            if partial:
+                detail = f"target {rule.new} is not installed, though the step's other targets are"
+                out.append(ProbeResult(probe, False, None, None, "FAIL", detail))
+            else:
+                out.append(ProbeResult(probe, None, None, None, NOT_SERVED, "target not installed"))
+    return out
+
+
+def verdicts(pack: Pack, finder: ShimFinder) -> list[StepVerdict]:
+    """Per step, in table order: applies / applies in part / does not apply, and why."""
+    return [
+        StepVerdict(step.version, step.removal, finder.fit(step.version).verdict)
+        for step in pack.steps
+    ]
 
 
 def check(
@@ -90,7 +141,9 @@ def check(
         timeout: seconds per probe; a probe that runs longer fails with status "timeout".
     """
     paths = [os.path.abspath(p) for p in package_paths]
-    first_party = sorted({*pack.packages, *(p.old.split(".")[0] for p in probes(pack))})
+    finder = finder_for(pack, paths)
+    todo = probes(pack, finder)
+    first_party = sorted({*pack.packages, *(p.old.split(".")[0] for p in todo)})
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", pack.shims_env)}
     env.pop(default_env_var(pack), None)
     workers = jobs or min(4, os.cpu_count() or 1)
@@ -99,7 +152,20 @@ def check(
         return _run_probe(probe, paths, first_party, env, timeout)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(run, probes(pack)))
+        results = Results(pool.map(run, todo))
+    results.extend(unserved(pack, finder))
+    results.steps = verdicts(pack, finder)
+    return results
+
+
+class Results(list[ProbeResult]):
+    """`check`'s answer: the probe results, and each step's verdict in `steps`."""
+
+    steps: list[StepVerdict]
+
+    def __init__(self, items: Iterable[ProbeResult] = ()) -> None:
+        super().__init__(items)
+        self.steps = []
 
 
 def _run_probe(
@@ -158,8 +224,12 @@ def _probe() -> None:  # pragma: no cover - runs in the probe subprocess
     def load(dotted: str) -> object:
         if a["kind"] == "module":
             return importlib.import_module(dotted)
+        # A real use, as user code writes it: `getattr(module, name)` would be a probe,
+        # which the shims answer without a warning.
         module, _, name = dotted.rpartition(".")
-        return getattr(importlib.import_module(module), name)
+        scope: dict[str, object] = {}
+        exec(f"from {module} import {name} as value", scope)
+        return scope["value"]
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -212,7 +282,43 @@ _HEADERS = ("old", "new", "imports", "warns once", "same object", "status")
 
 
 def render(results: Sequence[ProbeResult]) -> str:
-    """An aligned text table, a line per failure with its reason, and a summary line."""
+    """One section per step (a heading saying whether the installed package serves it, and
+    why; then an aligned table of its old names and a line per failure), and a summary line.
+
+    The steps come from `results.steps` when `results` is what `check` returned; a plain
+    list gets one section per step version found in it.
+    """
+    steps = getattr(results, "steps", None) or [
+        StepVerdict(v, None, "") for v in dict.fromkeys(r.probe.version for r in results)
+    ]
+    lines: list[str] = []
+    for step in steps:
+        mine = [r for r in results if r.probe.version == step.version]
+        removal = f", old paths served until {step.removal}" if step.removal else ""
+        heading = f"step {step.version}{removal}"
+        lines.append(f"{heading}: {step.verdict}" if step.verdict else heading)
+        lines.extend(_table([r for r in mine if r.status != NOT_SERVED]))
+        left_out = sum(r.status == NOT_SERVED for r in mine)
+        if left_out:
+            lines.append(f"  {left_out} old name(s) not served: their targets are not installed")
+        lines.append("")
+    failed = [r for r in results if r.failed]
+    for result in failed:
+        lines.append(f"{result.probe.old}: {result.status}: {result.detail}")
+    served = [r for r in results if r.status != NOT_SERVED]
+    skipped = sum(r.status.startswith("skipped") for r in served)
+    passed = len(served) - len(failed) - skipped
+    summary = f"{len(served)} old names: {passed} ok, {skipped} skipped, {len(failed)} failed"
+    left_out = len(results) - len(served)
+    if left_out:
+        summary += f"; {left_out} not served (targets not installed)"
+    lines.append(summary)
+    return "\n".join(lines)
+
+
+def _table(results: Sequence[ProbeResult]) -> list[str]:
+    if not results:
+        return []
 
     def mark(value: bool | None) -> str:
         return "-" if value is None else "yes" if value else "no"
@@ -234,10 +340,4 @@ def render(results: Sequence[ProbeResult]) -> str:
         for row in (_HEADERS, *rows)
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    failed = [r for r in results if r.failed]
-    for result in failed:
-        lines.append(f"{result.probe.old}: {result.status}: {result.detail}")
-    skipped = sum(r.status.startswith("skipped") for r in results)
-    passed = len(results) - len(failed) - skipped
-    lines.append(f"{len(results)} old names: {passed} ok, {skipped} skipped, {len(failed)} failed")
-    return "\n".join(lines)
+    return lines

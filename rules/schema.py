@@ -15,7 +15,20 @@ from typing import Any
 _COMPONENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _DOTTED_RE = re.compile(rf"^{_COMPONENT}(?:\.{_COMPONENT})*$")
 STAY_RE = re.compile(rf"^{_COMPONENT}(?:\.{_COMPONENT})*\*?$")
-VERSION_RE = re.compile(r"^(\d+(?:\.\d+)*)(?:(a|b|rc)(\d+))?(?:\.(post|dev)(\d+))?$")
+# PEP 440 (public and local versions, any spelling the PEP normalises): epoch, release,
+# pre-release, post-release (`.post1`, `-1`), dev release, local label.
+VERSION_RE = re.compile(
+    r"""^v?
+    (?:(?P<epoch>\d+)!)?
+    (?P<release>\d+(?:\.\d+)*)
+    (?:[-_.]?(?P<pre_l>alpha|a|beta|b|preview|pre|c|rc)[-_.]?(?P<pre_n>\d+)?)?
+    (?:-(?P<post_n1>\d+)|[-_.]?(?P<post_l>post|rev|r)[-_.]?(?P<post_n2>\d+)?)?
+    (?:[-_.]?(?P<dev_l>dev)[-_.]?(?P<dev_n>\d+)?)?
+    (?:\+(?P<local>[a-z0-9]+(?:[-_.][a-z0-9]+)*))?
+    $""",
+    re.VERBOSE | re.IGNORECASE,
+)
+_PRE_RANK = {"a": 0, "alpha": 0, "b": 1, "beta": 1, "c": 2, "rc": 2, "pre": 2, "preview": 2}
 
 
 class RulesError(ValueError):
@@ -124,26 +137,40 @@ class Pack:
 
 
 def version_key(version: str) -> tuple[Any, ...]:
-    """Sort key for PEP 440-style versions (`0.14.0rc1` < `0.14.0` < `0.14.0.post1`).
+    """Sort key ordering PEP 440 versions as `packaging.version.Version` does
+    (`0.14.0.dev1` < `0.14.0rc1` < `0.14.0` == `0.14` < `0.14.0.post1` < `0.14.0+local`).
+
+    Hand-written because rules/ and shims/ are stdlib-only (the shims read the tables).
 
     Raises:
-        RulesError: `version` is not of the form N(.N)*[a|b|rcN][.postN|.devN].
+        RulesError: `version` is not a PEP 440 version.
     """
     match = VERSION_RE.match(version)
     if not match:
         raise RulesError(f"malformed version {version!r}")
-    release = tuple(int(p) for p in match.group(1).split("."))
-    release = release + (0,) * (4 - len(release))
-    pre = (match.group(2), int(match.group(3))) if match.group(2) else ("z", 0)
-    if match.group(4) == "dev":
-        post: tuple[int, int] = (-1, int(match.group(5)))
-        if not match.group(2):
-            pre = ("", 0)
-    elif match.group(4) == "post":
-        post = (1, int(match.group(5)))
+    part = match.group
+    release = tuple(int(p) for p in part("release").split("."))
+    while len(release) > 1 and release[-1] == 0:
+        release = release[:-1]  # 1.0 == 1.0.0
+    has_post = part("post_n1") is not None or part("post_l") is not None
+    has_dev = part("dev_l") is not None
+    # Each part is (rank, ...) with the same shape throughout, so tuples always compare.
+    if part("pre_l"):
+        pre: tuple[int, int, int] = (1, _PRE_RANK[part("pre_l").lower()], int(part("pre_n") or 0))
+    elif has_dev and not has_post:
+        pre = (0, 0, 0)  # 1.0.dev1 sorts before 1.0a1
     else:
-        post = (0, 0)
-    return (release, pre, post)
+        pre = (2, 0, 0)
+    post = (1, int(part("post_n1") or part("post_n2") or 0)) if has_post else (0, 0)
+    dev = (0, int(part("dev_n") or 0)) if has_dev else (1, 0)
+    local: tuple[tuple[int, int, str], ...] = ()
+    if part("local"):
+        # Numeric segments sort after alphanumeric ones, and compare as numbers.
+        local = tuple(
+            (1, int(seg), "") if seg.isdigit() else (0, 0, seg.lower())
+            for seg in re.split(r"[-_.]", part("local"))
+        )
+    return (int(part("epoch") or 0), release, pre, post, dev, (bool(local), local))
 
 
 def is_dotted(name: object) -> bool:

@@ -5,6 +5,11 @@ from __future__ import annotations
 from .schema import ModuleMove, Pack, Removal, RulesError, Step, SymbolMove, version_key
 
 
+def _entry(where: str) -> str:
+    """`step 1.0: module[0] (a.b)` from a full `where`: the file is named once per message."""
+    return where.split(": ", 1)[-1]
+
+
 def _under(name: str, prefix: str) -> bool:
     """True if `name` is `prefix` or lies below it, by whole components."""
     return name == prefix or name.startswith(prefix + ".")
@@ -14,11 +19,13 @@ def validate(pack: Pack) -> None:
     """Reject tables the resolver cannot apply safely.
 
     Per step: an `old` listed twice (duplicate) or with two targets (conflicting); an `old`
-    that is also some rule's `new`; a `new` that a module move of the same step would
-    rewrite again; a cycle of moves; a symbol whose module is itself moved; a symbol with no
-    module (`old = "pkg"`); an `old` outside the pack's `packages` (it would never be found);
-    a stay-put name that a rule would rewrite; a removal version not after the step. Across
-    steps: versions strictly increasing.
+    that is also some rule's `new`; a `new` that a rule of the same step would rewrite again
+    or report as removed (see `_check_target`); a symbol row that repeats what its module's
+    move does; a cycle of moves; a symbol with no module (`old = "pkg"`); an `old` outside
+    the pack's `packages` (it would never be found); a stay-put name that a rule would
+    rewrite; a removal version not after the step. Across steps: versions strictly
+    increasing. Allowed: several olds with one `new` (a merge), and rows below another
+    row's `old` (the longest `old` wins for a name).
 
     Raises:
         RulesError: naming the first entry at fault.
@@ -81,17 +88,16 @@ def _validate_step(step: Step) -> None:
                 f"{rule.where}: new {rule.new!r} is also an old in this step "
                 f"({seen[rule.new].where}); split it into two steps"
             )
-        for module in step.modules:
-            if _under(rule.new, module.old):
-                raise RulesError(
-                    f"{rule.where}: new {rule.new!r} lies under old {module.old!r} "
-                    f"({module.where}) and would be rewritten again"
-                )
+        _check_target(step, rule)
     for symbol in step.symbols:
         for module in step.modules:
-            if _under(symbol.old, module.old):
+            if (
+                _under(symbol.old, module.old)
+                and symbol.new == module.new + symbol.old[len(module.old) :]
+            ):
                 raise RulesError(
-                    f"{symbol.where}: conflicting old: its module is moved by {module.where}"
+                    f"{symbol.where}: redundant: {_entry(module.where)} already moves it to "
+                    f"{symbol.new!r}"
                 )
     for name in step.stay:
         probe = name.rstrip("*")
@@ -106,3 +112,38 @@ def _validate_step(step: Step) -> None:
                 raise RulesError(
                     f"step {step.version}: stay-put pattern {name!r} overlaps {rule.where}"
                 )
+
+
+def _check_target(step: Step, rule: ModuleMove | SymbolMove) -> None:
+    """Reject a `new` that another rule of the step would take again.
+
+    Two shapes are allowed on purpose: a rename inside a moved module (a symbol row below a
+    module row's `old`, whose `new` lies elsewhere: the longer row wins for that name), and a
+    module that became a package of the same name (`m.X` -> `m.sub.X`: the symbol's `new`
+    lies under its own module, which no row moves, so nothing fires on it again).
+    """
+    if isinstance(rule, SymbolMove) and _under(rule.new, rule.old):
+        raise RulesError(
+            f"{rule.where}: new {rule.new!r} lies under old {rule.old!r} "
+            "and would be rewritten again"
+        )
+    for module in step.modules:
+        if not _under(rule.new, module.old):
+            continue
+        if module is rule:
+            raise RulesError(
+                f"{rule.where}: new {rule.new!r} lies under old {module.old!r} and would be "
+                "rewritten again; a module that became a package of the same name keeps its "
+                "path: move the names that left it with [[step.symbol]] rows "
+                f"({module.old}.Name -> {rule.new}.Name)"
+            )
+        raise RulesError(
+            f"{rule.where}: new {rule.new!r} lies under old {module.old!r} "
+            f"({_entry(module.where)}) and would be rewritten again"
+        )
+    for removed in step.removed:
+        if _under(rule.new, removed.old):
+            raise RulesError(
+                f"{rule.where}: new {rule.new!r} lies under {removed.old!r}, removed by "
+                f"{_entry(removed.where)}"
+            )

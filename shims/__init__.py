@@ -27,8 +27,12 @@ What the old names then do, for each row of the pack's steps:
   ``vam migrate``; ``error`` raises `MovedNameError` (an `ImportError`) with the same
   message; ``ignore`` is silent; anything else raises `ShimsConfigError` at `install()`.
 
-Steps: at run time only the newest layout exists, so a later step's row wins over an earlier
-one with the same ``old``, an earlier row whose ``old`` is a real name again later is
+Steps: a table may hold a library's whole history, but the installed package has one layout.
+A row is served only when its target is installed (the new module's file is there; for a
+symbol, its module's source names it: file probes, no imports, see ``shims._targets``), so the
+later steps of a table never break an older package (the repository's ``vllm_ascend/`` is the
+0.14 layout: only step 0.14.0 applies). Of the rows served, a later step's row wins over an
+earlier one with the same ``old``, an earlier row whose ``old`` is a real name again later is
 dropped, and a name moved twice chains (one warning per row it passes through).
 
 ``installed()`` lists the finders; ``ShimFinder.resolve(old)`` says where a module path

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 from rules import Pack
 
 from ._table import Entry, resolve, runtime_rules
+from ._targets import Installed, StepFit, served
 from ._warn import is_probe, report
 
 if TYPE_CHECKING:  # importlib.abc costs milliseconds at import (importlib.resources)
@@ -40,12 +41,19 @@ class ShimFinder:
     `str.startswith` over a tuple, with no allocation: about 0.15 us (benchmarks/bench_shims.py).
     """
 
-    def __init__(self, pack: Pack, env_var: str) -> None:
+    def __init__(self, pack: Pack, env_var: str, installed: Installed | None = None) -> None:
+        """`installed` says which targets exist (default: look on `sys.path`); rows whose
+        target is missing are not served (`fits` says, per step, which and why)."""
         self.pack = pack
         self.env_var = env_var
-        self.modules, self.hosts = runtime_rules(pack)
+        kept, self.fits = served(pack, installed)
+        self.modules, self.hosts = runtime_rules(kept)
         self._prefixes = tuple(self.modules)
         self._parents = _vanished_parents(self.modules, self.hosts)
+
+    def fit(self, version: str) -> StepFit:
+        """How much of step `version` this finder serves."""
+        return next(f for f in self.fits if f.version == version)
 
     def __repr__(self) -> str:
         return f"<ShimFinder pack={self.pack.name!r} env={self.env_var!r}>"

@@ -3,6 +3,7 @@ and the scenarios S1-S4 of shared/SCENARIOS.md."""
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from pathlib import Path
 
@@ -38,8 +39,10 @@ UTILS_NAMES = ("kv_alltoall_and_rearrange", "alltoall_and_rearrange", "rearrange
 
 
 def test_bundled_pack_is_design_table(pack: rules.Pack) -> None:
-    assert [s.version for s in pack.steps] == ["0.14.0"]
-    step = pack.steps[0]
+    assert [s.version for s in pack.steps] == [
+        "0.14.0", "0.18.0rc1", "0.24.0rc1", "0.25.1rc1", "0.27.1rc1", "0.28.0rc1", "0.29.0rc1",
+        "0.30.0rc1"]
+    step = pack.step("0.14.0")
     assert {m.old: m.new for m in step.modules} == EXPECTED_MODULES
     assert {m.old for m in step.modules if m.intermediate} == {
         "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.metadata",
@@ -79,8 +82,10 @@ def table(body: str, head: str = '[pack]\nname = "t"\n\n[[step]]\nversion = "1.0
     ('[[step.module]]\nold = "a..b"\nnew = "a.c"\n', "module[0] (a..b): `old` is not a dotted name"),
     ('[[step.module]]\nold = "a.class"\nnew = "a.c"\n', "`old` is not a dotted name: 'a.class'"),
     ('[[step.module]]\nold = "a.b"\nnew = "a.c"\ntarget = "x"\n', "unknown key 'target'"),
-    ('[[step.symbol]]\nold = "a.b.f"\nnew = "a.c.f"\n[[step.module]]\nold = "a.b"\nnew = "a.d"\n',
-     "conflicting old: its module is moved by"),
+    ('[[step.symbol]]\nold = "a.b.f"\nnew = "a.d.f"\n[[step.module]]\nold = "a.b"\nnew = "a.d"\n',
+     "symbol[0] (a.b.f): redundant: step 1.0: module[0] (a.b) already moves it to 'a.d.f'"),
+    ('[[step.symbol]]\nold = "a.b.f"\nnew = "a.b.g"\n[[step.module]]\nold = "a.b"\nnew = "a.d"\n',
+     "symbol[0] (a.b.f): new 'a.b.g' lies under old 'a.b' (step 1.0: module[0] (a.b)) and would be rewritten"),
     ('[[step.module]]\nold = "a.b"\nnew = "a.c"\n[step.stay]\nnames = ["a.b.keep"]\n',
      "stay-put name 'a.b.keep' would be rewritten"),
     ('[[step.removed]]\nold = "a.b"\n', "removed[0] (a.b): `hint` must be a non-empty string"),
@@ -119,8 +124,11 @@ def test_steps_must_be_ordered(tmp_path: Path) -> None:
 
 
 def test_bad_toml_and_unknown_pack() -> None:
-    with pytest.raises(rules.RulesError, match="unknown rule pack 'nope' \\(bundled: vllm_ascend\\)"):
+    # Every bundled pack is named (another pack, rules/vllm.toml, sits next to ours).
+    with pytest.raises(rules.RulesError, match="unknown rule pack 'nope' \\(bundled: ") as err:
         rules.load_pack("nope")
+    assert set(str(err.value).partition("(bundled: ")[2].rstrip(")").split(", ")) == set(
+        rules.bundled())
 
 
 # -- resolution ---------------------------------------------------------------------------
@@ -156,7 +164,7 @@ VERSIONED = """\
 
 
 def test_whole_component_longest_prefix(pack: rules.Pack) -> None:
-    resolver = Resolver(pack)
+    resolver = Resolver(pack, to_version="0.14.0")
     assert resolver.resolve("vllm_ascend.distributed.kvpool.backend.backend.Backend").new == (
         "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend.Backend")
     assert not resolver.resolve("vllm_ascend.distributed.kvpool_extra.x").changed
@@ -262,7 +270,8 @@ def test_s2_bundled_table_matches_the_real_sdists() -> None:
     from sdists import sdist  # fetched from the configured index, cached outside the repo
 
     old, new = sdist("0.13.0"), sdist("0.14.0rc1")
-    result = vam("rules", "validate", "vllm_ascend", "--against", str(old), str(new))
+    result = vam("rules", "validate", "vllm_ascend", "--step", "0.14.0",
+                 "--against", str(old), str(new))
     assert result.returncode == 0, result.stderr
     assert "every name found" in result.stdout
 
@@ -282,8 +291,9 @@ def test_s3_reexport_of_an_old_path_is_flagged_on_the_reexport_line(tmp_path: Pa
         "moved to 'vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector' (0.14.0)"]
 
 
-def test_s4_type_checking_imports_are_rewritten() -> None:
-    new, _ = rewrite(textwrap.dedent("""\
+def test_s4_type_checking_imports_are_rewritten(pack: rules.Pack) -> None:
+    step_014 = dataclasses.replace(pack, steps=(pack.step("0.14.0"),))
+    new, _ = rewrite(pack=step_014, source=textwrap.dedent("""\
         from typing import TYPE_CHECKING
 
         if TYPE_CHECKING:

@@ -13,6 +13,7 @@ Two fixture kinds:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -317,10 +318,18 @@ def write_old_layout(root: Path, pack: rules.Pack) -> dict[str, bool]:
     return layout
 
 
-def write_vllm_ascend_layout(root: Path) -> rules.Pack:
-    """The bundled table's new layout, with the repository's own
-    `vllm_ascend/distributed/__init__.py` as the installer."""
+def bundled_014() -> rules.Pack:
+    """The bundled table cut to its 0.14.0 step: the layout of the repository's own
+    `vllm_ascend/` (the later steps' targets are not in it, so the shims skip them)."""
     pack = rules.load_pack("vllm_ascend")
+    return dataclasses.replace(pack, steps=(pack.step("0.14.0"),))
+
+
+def write_vllm_ascend_layout(root: Path) -> rules.Pack:
+    """The bundled table's 0.14 layout, with the repository's own
+    `vllm_ascend/distributed/__init__.py` (which installs the whole bundled table) as the
+    installer. Returns the 0.14.0 part of the table (`bundled_014`)."""
+    pack = bundled_014()
     source = (REPO / "vllm_ascend" / "distributed" / "__init__.py").read_text(encoding="utf-8")
     write_new_layout(root, pack, "vllm_ascend.distributed", source)
     return pack

@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from shims_helpers import REPO, OldPath, Tree, clean_env, old_paths
+from shims_helpers import REPO, OldPath, Tree, bundled_014, clean_env, old_paths
 
 import rules
 
-PACK = rules.load_pack("vllm_ascend")
+PACK = bundled_014()
 PATHS = old_paths(PACK)
 SHIMS_DIR = REPO / "shims"
 

@@ -9,11 +9,11 @@ import pickletools
 from pathlib import Path
 
 import pytest
-from shims_helpers import OldPath, Tree, old_paths, write_old_layout
+from shims_helpers import OldPath, Tree, bundled_014, old_paths, write_old_layout
 
 import rules
 
-PACK = rules.load_pack("vllm_ascend")
+PACK = bundled_014()
 MODULE_PATHS = [p for p in old_paths(PACK) if p.kind == "module"]
 SYMBOL_PATHS = [p for p in old_paths(PACK) if p.kind == "symbol"]
 
