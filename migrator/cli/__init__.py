@@ -11,6 +11,7 @@ import click
 from migrator import __version__
 from migrator.cli.migrate import check, explain, migrate
 from migrator.cli.options import UsageFailure
+from migrator.cli.refactor import refactor
 from migrator.cli.rule import rule
 from migrator.cli.rules import rules
 from migrator.cli.shims import shims_group
@@ -65,6 +66,5 @@ def main() -> None:
     """
 
 
-for _command in (migrate, check, explain, rules, verify_imports, shims_group, rule):
+for _command in (migrate, check, explain, rules, verify_imports, shims_group, rule, refactor):
     main.add_command(_command)
-main.add_command(__import__("migrator.cli.refactor", fromlist=["refactor"]).refactor)

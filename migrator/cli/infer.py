@@ -11,21 +11,15 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from migrator.cli.options import UsageFailure
-from migrator.infer import (
-    InputError,
-    Source,
-    choose_packages,
-    file_count,
-    infer,
-    open_git,
-    open_release,
-    step_version,
-)
-from migrator.infer.gitsource import Interim
+
+if TYPE_CHECKING:  # the inference machinery is imported when the command runs, not at `vam` start
+    from migrator.infer import Source
+    from migrator.infer.gitsource import Interim
 
 
 @click.command("infer")
@@ -72,6 +66,8 @@ def infer_command(
         --package vllm_ascend --under vllm_ascend.distributed -o step.toml
     vam rules infer --git ~/src/vllm-ascend v0.13.0 v0.14.0rc1
     """
+    from migrator.infer import InputError, choose_packages, file_count, infer, step_version
+
     try:
         old_source, new_source, interims = _open(old, new, git_repo)
         chosen = choose_packages(old_source, new_source, packages)
@@ -97,6 +93,8 @@ def infer_command(
 
 
 def _open(old: str, new: str, git_repo: Path | None) -> tuple[Source, Source, list[Interim]]:
+    from migrator.infer import open_git, open_release
+
     if git_repo is not None:
         return open_git(git_repo, old, new)
     return open_release(Path(old)), open_release(Path(new)), []

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from migrator.cli import options as opt
 from migrator.cli.options import UsageFailure
-from migrator.refactor import ApplyError, Outcome, PlanError, carry_out
 from migrator.report import text_line, unified_diff
-from migrator.verify_imports import render as render_imports
+
+if TYPE_CHECKING:  # the refactor machinery is imported when the command runs, not at `vam` start
+    from migrator.refactor import Outcome
 
 
 @click.command()
@@ -56,6 +58,8 @@ def refactor(
     tree, a destination that exists with other content, a file to move that does not parse
     (nothing written).
     """
+    from migrator.refactor import ApplyError, PlanError, carry_out
+
     if not Path(root).is_dir():
         raise UsageFailure(f"no such directory: {root}")
     pack = opt.load_rules(rules_name)
@@ -137,6 +141,8 @@ def _report(outcome: Outcome) -> None:
         click.echo(f"vam: verify-imports: {len(outcome.preexisting)} finding(s) that were there "
                    "before the step (not counted)", err=True)
     if outcome.broken:
+        from migrator.verify_imports import render as render_imports
+
         sys.stdout.write(render_imports(outcome.broken, "text"))
         click.echo(f"vam: verify-imports: {len(outcome.broken)} import(s) the step broke; the "
                    "tree is left as moved", err=True)

@@ -28,7 +28,8 @@ def rewrite_calls(ctx: SiteContext, buf: EditBuffer) -> None:
         if not strings:
             continue
         if bound is None and any(isinstance(a, ast.Name) for a in args):
-            bound = _imported_modules(ctx.tree)
+            # A whole-tree walk, paid only by modules that call import_module at all.
+            bound = _imported_modules(ctx.tree) if "import_module" in ctx.smap.text else {}
         parents = strings + [p for a in args if (p := _module_of(a, ctx.aliases, bound or {}))]
         for parent in parents:
             if not resolver.is_ours(parent) or resolver.resolve(parent).changed:
