@@ -204,14 +204,16 @@ class Engine:
         elif suffix in _RST:
             new_text, findings = rewrite_rst(text, self._python_cell, self._text_findings)
         else:
-            new_text, findings = rewrite_text(text, self.resolver, diff=suffix in _DIFF)
+            new_text, findings = rewrite_text(
+                text, self.resolver, diff=suffix in _DIFF, report_only=self.options.report_only
+            )
         result.findings.extend(findings)
         if new_text != text:
             result.new = wide.encode(new_text) if wide else new_text.encode(encoding)
         return result
 
     def _text_findings(self, text: str) -> tuple[str, list[F.Finding]]:
-        return rewrite_text(text, self.resolver)
+        return rewrite_text(text, self.resolver, report_only=self.options.report_only)
 
     @staticmethod
     def _fail(

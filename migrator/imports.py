@@ -8,6 +8,7 @@ name is kept as the alias so code below the import still works.
 
 from __future__ import annotations
 
+import ast
 import enum
 import re
 from dataclasses import dataclass, field
@@ -127,6 +128,23 @@ def from_import_findings(
         moved_kind = "symbol-import" if resolution.first.kind == "symbol" else "submodule-import"
         found.append(F.moved(kind if relative else moved_kind, resolution))
     return found
+
+
+def statement_findings(node: ast.stmt, resolver: Resolver, package: str | None) -> list[F.Finding]:
+    """The findings re-planning the import statement `node` would report, judged from the
+    `ast` alone (check mode: no libcst). `package` anchors relative imports."""
+    if isinstance(node, ast.Import):
+        return import_findings([alias.name for alias in node.names], resolver)
+    assert isinstance(node, ast.ImportFrom)
+    module = absolute_module(package, node.level, node.module)
+    if module is None or not resolver.is_ours(module):
+        return []
+    if node.level and within_moved_package(package, module, resolver):
+        return []
+    names = [(alias.name, alias.asname) for alias in node.names]
+    star = names == [("*", None)]
+    plan = plan_from_import(module, names, resolver)
+    return from_import_findings(module, node.level > 0, star, plan, resolver)
 
 
 def absolute_module(anchor_package: str | None, level: int, module: str | None) -> str | None:

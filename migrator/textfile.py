@@ -12,12 +12,14 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 
 from migrator import findings as F
 from migrator import text as T
-from migrator.imports import ImportContext
+from migrator.imports import ImportContext, statement_findings
 from migrator.resolver import Resolver
 
 # One import statement on one line, after the start of the line, blanks, a prompt, a `;`
@@ -38,10 +40,11 @@ _HUNK = re.compile(r"@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
 
 
 def rewrite_text(
-    text: str, resolver: Resolver, *, diff: bool = False
+    text: str, resolver: Resolver, *, diff: bool = False, report_only: bool = False
 ) -> tuple[str, list[F.Finding]]:
     """(new text, findings with 1-based positions in `text`). `diff`: the whole text is a
-    unified diff (a .patch or .diff file)."""
+    unified diff (a .patch or .diff file). `report_only` (check mode): import statements are
+    judged from the `ast`, without libcst, and the text comes back unchanged."""
     if not any(p in text for p in resolver.packages):
         return text, []
     index = T.LineIndex(text)
@@ -50,7 +53,7 @@ def rewrite_text(
     history = history_lines(lines, diff)
     edits: list[tuple[int, int, str]] = []
     findings: list[F.Finding] = []
-    covered = _imports(text, resolver, index, ignored | history, edits, findings)
+    covered = _imports(text, resolver, index, ignored | history, edits, findings, report_only)
     for edit in T.find_references(text, resolver):
         line, col = index.position(edit.start)
         if line in ignored or any(s <= edit.start < e for s, e in covered):
@@ -102,6 +105,7 @@ def _imports(
     skipped: set[int],
     edits: list[tuple[int, int, str]],
     findings: list[F.Finding],
+    report_only: bool,
 ) -> list[tuple[int, int]]:
     """Re-plan each import statement written on a line of `text`; returns their spans."""
     covered: list[tuple[int, int]] = []
@@ -110,7 +114,8 @@ def _imports(
         line, col = index.position(match.start())
         if line in skipped:
             continue
-        result = _import_line(match.group().rstrip(), ctx)
+        statement = match.group().rstrip()
+        result = _judge_line(statement, ctx) if report_only else _import_line(statement, ctx)
         if result is None:
             continue
         new_lines, statement_findings = result
@@ -129,6 +134,20 @@ def _statements(text: str, resolver: Resolver) -> Iterator[re.Match[str]]:
     for match in _IMPORT.finditer(text):
         if any(p in match.group() for p in resolver.packages):
             yield match
+
+
+def _judge_line(
+    statement: str, ctx: ImportContext
+) -> tuple[list[str] | None, list[F.Finding]] | None:
+    """What `_import_line` would report for `statement`, from the `ast` alone."""
+    try:
+        body = ast.parse(statement).body
+    except SyntaxError:
+        return None
+    if len(body) != 1 or not isinstance(body[0], (ast.Import, ast.ImportFrom)):
+        return None
+    found = statement_findings(body[0], ctx.resolver, ctx.package)
+    return None, [replace(f, kind="text") for f in found]
 
 
 def _import_line(

@@ -12,14 +12,7 @@ from dataclasses import replace
 
 from migrator import findings as F
 from migrator import text as T
-from migrator.imports import (
-    ImportContext,
-    absolute_module,
-    from_import_findings,
-    import_findings,
-    plan_from_import,
-    within_moved_package,
-)
+from migrator.imports import ImportContext, statement_findings
 from migrator.sites.buffer import EditBuffer
 from migrator.sites.context import SiteContext
 from migrator.sites.strings import rewrite_text
@@ -53,18 +46,7 @@ def _comment_only_after(ctx: SiteContext, end: int) -> int | None:
 
 def _statement_findings(ctx: SiteContext, node: ast.stmt) -> list[F.Finding]:
     """The findings `_rewrite_statement` would report, from the ast alone."""
-    if isinstance(node, ast.Import):
-        return import_findings([alias.name for alias in node.names], ctx.resolver)
-    assert isinstance(node, ast.ImportFrom)
-    module = absolute_module(ctx.package, node.level, node.module)
-    if module is None or not ctx.resolver.is_ours(module):
-        return []
-    if node.level and within_moved_package(ctx.package, module, ctx.resolver):
-        return []
-    names = [(alias.name, alias.asname) for alias in node.names]
-    star = names == [("*", None)]
-    plan = plan_from_import(module, names, ctx.resolver)
-    return from_import_findings(module, node.level > 0, star, plan, ctx.resolver)
+    return statement_findings(node, ctx.resolver, ctx.package)
 
 
 def _rewrite_statement(ctx: SiteContext, buf: EditBuffer, start: int, end: int) -> None:
