@@ -5,6 +5,10 @@ Run (needs torch, pyzmq, msgspec; the subsystem venv):
     python benchmarks/bench_cpu_offload.py            # full run, prints markdown tables
     python benchmarks/bench_cpu_offload.py --quick    # fewer repeats
     python benchmarks/bench_cpu_offload.py --threads 2
+    python benchmarks/bench_cpu_offload.py --engine --layers 4   # pass 2: offload vs local hit
+
+The `--engine` run is `cpu_offload_engine_bench.py` (its docstring says what it measures); the
+block copy alone is `bench_block_copy.py`.
 
 1. Worker side. A KV cache of realistic blocks -- 32 layers, 32 tokens x 8 KV heads x 128
    head_dim, bf16 -- in one buffer as vLLM allocates it, in two layouts: vLLM's CPU layout (one
@@ -15,9 +19,13 @@ Run (needs torch, pyzmq, msgspec; the subsystem venv):
    buffer into host memory. Block ids are contiguous (a fresh request) or scattered (random).
    Ratios are given for wall time and for process CPU time (best of N, interleaved); the
    per-block overhead is (worker CPU time - raw CPU time) / N.
-2. Scheduler side. `Lookup` RPCs to the metadata server for prompts of 1k..64k tokens, all
-   blocks hits (the longest walk), against `CPUKVCacheManager.lookup` alone: CPU cost per request
-   and per block, to show it is linear in blocks.
+2. Scheduler side. `Lookup` to the metadata server for prompts of 1k..64k tokens, all blocks
+   hits (the longest walk), over ZMQ and as a direct call (the scheduler side shares the
+   server's process), against `CPUKVCacheManager.lookup` alone: CPU cost per request and per
+   block, to show it is linear in blocks.
+
+The worker here shares the metadata server's process (as with TP=1 uniproc), so its `StepDone`
+is a direct call.
 """
 
 from __future__ import annotations
@@ -189,13 +197,19 @@ def bench_lookup(repeats: int) -> list[dict[str, object]]:
     ids = [b for _, b in manager.allocate(hashes)]
     manager.complete(ids, rank=0)
     server = MetadataServer(address, manager, BYTES_PER_BLOCK).start()
-    client = MetadataClient(address, 30.0, "scheduler")
+    client = MetadataClient(address, 30.0, "scheduler", direct=False)
+    direct = MetadataClient(address, 30.0, "scheduler")
     try:
         for tokens in (1024, 4096, 16384, 65536):
             blocks = tokens // TOKENS
             part = hashes[:blocks]
-            _, (rpc, local) = best_times(
-                [partial(lookup_rpc, client, part), partial(manager.lookup, part)], repeats
+            _, (rpc, call, local) = best_times(
+                [
+                    partial(lookup_rpc, client, part),
+                    partial(lookup_rpc, direct, part),
+                    partial(manager.lookup, part),
+                ],
+                repeats,
             )
             rows.append(
                 {
@@ -203,12 +217,14 @@ def bench_lookup(repeats: int) -> list[dict[str, object]]:
                     "blocks": blocks,
                     "rpc_us": rpc * 1e6,
                     "rpc_ns_per_block": rpc / blocks * 1e9,
+                    "direct_us": call * 1e6,
                     "manager_us": local * 1e6,
                     "manager_ns_per_block": local / blocks * 1e9,
                 }
             )
     finally:
         client.close()
+        direct.close()
         server.stop()
     return rows
 
@@ -219,8 +235,8 @@ WORKER_HEADER = (
     "|---|---|---:|---:|---:|---:|---:|---:|"
 )
 LOOKUP_HEADER = (
-    "| prompt tokens | blocks | Lookup RPC us | RPC ns/block | manager.lookup us "
-    "| manager ns/block |\n|---:|---:|---:|---:|---:|---:|"
+    "| prompt tokens | blocks | Lookup over ZMQ us | ZMQ ns/block | Lookup direct call us "
+    "| manager.lookup us | manager ns/block |\n|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 
@@ -230,7 +246,15 @@ def main() -> int:
     # vLLM's CPU worker runs torch with 1 thread for serving (it logs "Reducing Torch threads
     # ... to 1"), and on a shared 2-core machine a parallel copy waits for a descheduled thread.
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--engine", action="store_true", help="engine pass-2 benchmark instead")
+    parser.add_argument("--layers", type=int, default=4, help="--engine: decoder layers")
+    parser.add_argument("--repeats", type=int, default=5, help="--engine: repetitions")
+    parser.add_argument("--executors", nargs="+", default=["uni", "mp"], choices=["uni", "mp"])
     args = parser.parse_args()
+    if args.engine:
+        from cpu_offload_engine_bench import main as engine_main
+
+        return engine_main(args.layers, args.repeats, args.executors)
     torch.set_num_threads(args.threads)
     repeats = 5 if args.quick else 30
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
@@ -248,7 +272,7 @@ def main() -> int:
     for r in bench_lookup(repeats * 20):
         print(
             f"| {r['prompt_tokens']} | {r['blocks']} | {r['rpc_us']:.0f} "
-            f"| {r['rpc_ns_per_block']:.0f} | {r['manager_us']:.1f} "
+            f"| {r['rpc_ns_per_block']:.0f} | {r['direct_us']:.1f} | {r['manager_us']:.1f} "
             f"| {r['manager_ns_per_block']:.0f} |"
         )
     return 0

@@ -57,6 +57,21 @@ def zero_host_pool(llm: Any) -> int:
     return len(tensors)
 
 
+def opened_zmq_sockets(llm: Any) -> dict[str, bool]:
+    """Whether the scheduler's and the worker's metadata clients opened a ZMQ socket (uniproc:
+    both live in the server's process and should call it directly)."""
+    from vllm.distributed.kv_transfer import get_kv_transfer_group
+
+    worker = get_kv_transfer_group()
+    scheduler = _scheduler(llm).connector
+    assert isinstance(worker, CPUOffloadingConnector) and worker.worker is not None
+    assert isinstance(scheduler, CPUOffloadingConnector) and scheduler.scheduler is not None
+    return {
+        "scheduler": scheduler.scheduler.client._sock is not None,
+        "worker": worker.worker.client._sock is not None,
+    }
+
+
 def load_error_record(llm: Any) -> dict[str, list[int]]:
     """Device block ids the test connector made fail, and those the worker reported (uniproc)."""
     return {k: sorted(v) for k, v in _RECORD.items()}

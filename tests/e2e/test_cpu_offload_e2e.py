@@ -116,6 +116,8 @@ def test_prefix_hit_loads_from_the_cpu_pool_after_prefix_cache_reset(
     assert second[0].num_cached_tokens == 18 * 32  # vLLM saw 576 external tokens
     assert after["load_failed_blocks"] == 0
     assert after["registered_workers"] == 1
+    # Scheduler and worker share the metadata server's process: direct calls, no ZMQ socket.
+    assert engine.call(f"{PROBE}:opened_zmq_sockets") == {"scheduler": False, "worker": False}
 
 
 def test_loaded_blocks_are_what_the_forward_pass_reads(

@@ -13,10 +13,13 @@ import pytest
 pytest.importorskip("zmq")
 pytest.importorskip("msgspec")
 
+import zmq  # noqa: E402
+
 from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.cpu_kv_cache_manager import (  # noqa: E402
     CPUKVCacheManager,
 )
 from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.metadata import (  # noqa: E402
+    MAX_MESSAGE_BYTES,
     Acquire,
     Commit,
     GetStats,
@@ -28,6 +31,7 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.metadata import (  
     StepDone,
     StoreRequest,
     client_identity,
+    local_server,
 )
 
 TIMEOUT_S = 2.0
@@ -45,9 +49,10 @@ def server(address: str) -> Iterator[MetadataServer]:
     srv.stop()
 
 
-def test_store_then_lookup_round_trip(server: MetadataServer, address: str) -> None:
-    sched = MetadataClient(address, TIMEOUT_S, "scheduler")
-    worker = MetadataClient(address, TIMEOUT_S, "worker0")
+@pytest.mark.parametrize("direct", [False, True], ids=["zmq", "direct"])
+def test_store_then_lookup_round_trip(server: MetadataServer, address: str, direct: bool) -> None:
+    sched = MetadataClient(address, TIMEOUT_S, "scheduler", direct=direct)
+    worker = MetadataClient(address, TIMEOUT_S, "worker0", direct=direct)
     try:
         hashes = [b"h0", b"h1", b"h2"]
         allocations, skipped = sched.call(
@@ -76,7 +81,9 @@ def test_scheduler_and_worker_clients_in_one_process_do_not_collide(
     server: MetadataServer, address: str
 ) -> None:
     # The TP=1 uniproc case of the seed bug: both sides in this one process, same pid.
-    clients = [MetadataClient(address, TIMEOUT_S, role) for role in ("scheduler", "worker0")]
+    clients = [
+        MetadataClient(address, TIMEOUT_S, role, direct=False) for role in ("scheduler", "worker0")
+    ]
     try:
         assert clients[0].identity != clients[1].identity
         for _ in range(3):
@@ -99,8 +106,8 @@ def test_a_colliding_identity_fails_with_a_timeout_not_a_hang(
     # What the pid-only identity (`worker-<pid>`) did: the ROUTER keeps the first peer and drops
     # the second one's requests. The bounded receive turns the old hang into an error.
     same = f"worker-{os.getpid()}".encode()
-    first = MetadataClient(address, 1.0, "scheduler", identity=same)
-    second = MetadataClient(address, 1.0, "worker0", identity=same)
+    first = MetadataClient(address, 1.0, "scheduler", identity=same, direct=False)
+    second = MetadataClient(address, 1.0, "worker0", identity=same, direct=False)
     try:
         assert first.call(Lookup(block_hashes=[])) == 0
         started = time.monotonic()
@@ -123,9 +130,10 @@ def test_dead_server_gives_a_clear_error(address: str) -> None:
         client.close()
 
 
-def test_server_stopped_mid_session(address: str) -> None:
+@pytest.mark.parametrize("direct", [False, True], ids=["zmq", "direct"])
+def test_server_stopped_mid_session(address: str, direct: bool) -> None:
     srv = MetadataServer(address, CPUKVCacheManager(2), 1).start()
-    client = MetadataClient(address, 0.5, "scheduler")
+    client = MetadataClient(address, 0.5, "scheduler", direct=direct)
     try:
         assert client.call(Lookup(block_hashes=[])) == 0
         srv.stop()
@@ -137,7 +145,7 @@ def test_server_stopped_mid_session(address: str) -> None:
 
 
 def test_late_reply_of_a_timed_out_call_is_not_taken_for_the_next(address: str) -> None:
-    client = MetadataClient(address, 0.3, "scheduler")
+    client = MetadataClient(address, 0.3, "scheduler", direct=False)
     try:
         with pytest.raises(MetadataServerError):
             client.call(Lookup(block_hashes=[b"a"]))  # queued; answered once a server binds
@@ -151,8 +159,11 @@ def test_late_reply_of_a_timed_out_call_is_not_taken_for_the_next(address: str) 
         client.close()
 
 
-def test_server_reports_errors_to_the_caller(server: MetadataServer, address: str) -> None:
-    client = MetadataClient(address, TIMEOUT_S, "worker3")
+@pytest.mark.parametrize("direct", [False, True], ids=["zmq", "direct"])
+def test_server_reports_errors_to_the_caller(
+    server: MetadataServer, address: str, direct: bool
+) -> None:
+    client = MetadataClient(address, TIMEOUT_S, "worker3", direct=direct)
     try:
         with pytest.raises(MetadataServerError, match="world_size=4"):
             client.call(Register(rank=3, world_size=4, bytes_per_block=4096))
@@ -174,3 +185,42 @@ def test_bind_failure_is_reported() -> None:
         srv = MetadataServer(f"tcp://127.0.0.1:{port}", CPUKVCacheManager(1), 1)
         with pytest.raises(MetadataServerError, match="cannot bind"):
             srv.start()
+
+
+def test_a_client_in_the_servers_process_calls_it_directly(
+    server: MetadataServer, address: str
+) -> None:
+    assert local_server(address) is server
+    client = MetadataClient(address, TIMEOUT_S, "scheduler")
+    try:
+        assert client.call(Lookup(block_hashes=[b"x"])) == 0
+        assert client._sock is None  # no socket was ever opened
+        # Both paths see the same manager.
+        wire = MetadataClient(address, TIMEOUT_S, "worker0", direct=False)
+        try:
+            assert wire.call(GetStats())["lookups"] == 1
+        finally:
+            wire.close()
+    finally:
+        client.close()
+    server.stop()
+    assert local_server(address) is None
+
+
+def test_an_oversized_frame_is_dropped_and_the_server_serves_on(
+    server: MetadataServer, address: str
+) -> None:
+    ctx = zmq.Context.instance()
+    rogue = ctx.socket(zmq.DEALER)
+    rogue.setsockopt(zmq.LINGER, 0)
+    rogue.connect(address)
+    client = MetadataClient(address, TIMEOUT_S, "worker0", direct=False)
+    try:
+        # Without the cap the server decodes it and answers with an "undecodable" error reply.
+        rogue.send(b"\x00" * (MAX_MESSAGE_BYTES + 1))
+        assert rogue.poll(1000, zmq.POLLIN) == 0
+        assert client.call(Lookup(block_hashes=[b"y"])) == 0
+        assert server.running
+    finally:
+        rogue.close()
+        client.close()

@@ -1,17 +1,25 @@
 """The metadata server between the CPU offload connector's scheduler side and worker side.
 
 One `MetadataServer` per engine runs a thread in the scheduler's process. It owns the
-`CPUKVCacheManager` (so the manager needs no locks) and answers requests on a ZMQ ROUTER
-socket. The scheduler side and every worker talk to it through a `MetadataClient`, a DEALER
-socket. Messages are msgspec structs (msgpack on the wire, never pickle).
+`CPUKVCacheManager` and answers requests on a ZMQ ROUTER socket; the scheduler side and every
+worker talk to it through a `MetadataClient`. Messages: `messages.py`.
+
+Direct calls: a client in the server's own process (the scheduler side always; the worker too
+with TP=1 and the uniproc executor) calls the server's dispatch directly instead of sending a
+message, which costs microseconds instead of a ZMQ round trip through two threads. A lock
+serialises those calls with the server thread's, so the manager still sees one caller at a
+time. Only workers in other processes go through ZMQ.
 
 Client identities: a ROUTER socket routes replies by the peer's identity and, by default,
-rejects a second peer that presents an identity already in use. With TP=1 and the uniproc
-executor the scheduler side and the worker side live in ONE process; identities derived from
-the process id alone (`worker-<pid>`) then collide, the second client's requests are dropped,
-and its first blocking receive waits forever. Every `MetadataClient` therefore gets an
-identity unique to the client object (`client_identity`), and every receive is bounded by a
-timeout that turns a dead or unreachable server into `MetadataServerError`.
+rejects a second peer that presents an identity already in use. Identities derived from the
+process id alone (`worker-<pid>`) collide for two clients of one process, the second client's
+requests are dropped, and its first blocking receive waits forever (the seed bug). Every
+`MetadataClient` therefore gets an identity unique to the client object (`client_identity`),
+and every receive is bounded by a timeout that turns a dead or unreachable server into
+`MetadataServerError`.
+
+Bound: the ROUTER drops (disconnects) a peer that sends a frame over `MAX_MESSAGE_BYTES`, so a
+stray or hostile peer cannot make the server buffer an arbitrary amount; the server serves on.
 """
 
 from __future__ import annotations
@@ -30,9 +38,25 @@ import zmq
 from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.cpu_kv_cache_manager import (
     CPUKVCacheManager,
 )
+from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.messages import (
+    Acquire,
+    Body,
+    Commit,
+    Discard,
+    GetStats,
+    Lookup,
+    MetadataServerError,
+    Register,
+    Reply,
+    Request,
+    Reset,
+    StepDone,
+    StoreRequest,
+)
 from vllm_ascend.logger import init_logger
 
 __all__ = [
+    "MAX_MESSAGE_BYTES",
     "Acquire",
     "Commit",
     "Discard",
@@ -46,6 +70,7 @@ __all__ = [
     "StepDone",
     "StoreRequest",
     "client_identity",
+    "local_server",
 ]
 
 logger = init_logger(__name__)
@@ -53,90 +78,23 @@ logger = init_logger(__name__)
 # How often the server thread wakes up to check for stop(), in milliseconds.
 _SERVER_POLL_MS = 100
 
+# Largest frame the server accepts. The largest real message is a Lookup, Acquire or Commit of
+# one long prompt: ~35 bytes per block hash, so a 1M-token prompt of 16-token blocks is ~2.3 MB.
+MAX_MESSAGE_BYTES = 64 << 20
 
-# ---- messages ------------------------------------------------------------------------------
-
-
-class Lookup(msgspec.Struct, tag=True):
-    """How many leading blocks of `block_hashes` are ready? Reply: int."""
-
-    block_hashes: list[bytes]
-
-
-class Acquire(msgspec.Struct, tag=True):
-    """Pin the leading ready blocks for `owner` (a request id). Reply: list of host block ids."""
-
-    owner: str
-    block_hashes: list[bytes]
+# Servers started in this process, by address, with the pid that started them (a forked child
+# inherits the dict but not the server thread).
+_LOCAL_SERVERS: dict[str, tuple[int, MetadataServer]] = {}
+_LOCAL_LOCK = threading.Lock()
 
 
-class StoreRequest(msgspec.Struct):
-    """Blocks of one request that became full this step."""
-
-    owner: str
-    block_hashes: list[bytes]
-
-
-class Commit(msgspec.Struct, tag=True):
-    """End of a scheduler step: drop the pins of `release`, allocate host blocks for `stores`.
-
-    Reply: `[allocations, skipped]`: for each store request a list of
-    `[index into its block_hashes, host block id]` to store, and the number of blocks that
-    found no free or evictable host block (their stores are skipped).
-    """
-
-    release: list[str]
-    stores: list[StoreRequest]
-
-
-class Register(msgspec.Struct, tag=True):
-    """A worker's first contact. Reply: the number of host blocks it must allocate."""
-
-    rank: int
-    world_size: int
-    bytes_per_block: int
-
-
-class StepDone(msgspec.Struct, tag=True):
-    """A worker finished a step's transfers. Reply: None."""
-
-    rank: int
-    stored: list[int]
-    store_failed: list[int]
-    loaded_blocks: int
-    load_failed_blocks: int
-
-
-class GetStats(msgspec.Struct, tag=True):
-    """Reply: a dict of counters and gauges (see `MetadataServer.stats`)."""
-
-
-class Reset(msgspec.Struct, tag=True):
-    """Forget every ready, unpinned block (vLLM's connector `reset_cache`). Reply: int."""
-
-
-class Discard(msgspec.Struct, tag=True):
-    """Forget the given ready, unpinned blocks. Reply: int, how many were dropped."""
-
-    block_hashes: list[bytes]
-
-
-Body = Lookup | Acquire | Commit | Register | StepDone | GetStats | Reset | Discard
-
-
-class _Request(msgspec.Struct):
-    seq: int
-    body: Body
-
-
-class _Reply(msgspec.Struct):
-    seq: int
-    value: Any = None
-    error: str | None = None
-
-
-class MetadataServerError(RuntimeError):
-    """The metadata server did not answer in time, or answered with an error."""
+def local_server(address: str) -> MetadataServer | None:
+    """The running server of this process bound to `address`, if any."""
+    with _LOCAL_LOCK:
+        found = _LOCAL_SERVERS.get(address)
+    if found is None or found[0] != os.getpid() or not found[1].running:
+        return None
+    return found[1]
 
 
 def client_identity(role: str) -> bytes:
@@ -172,12 +130,14 @@ class MetadataServer:
         self._worker_stats = {"loaded_blocks": 0, "load_failed_blocks": 0}
         self._stop = threading.Event()
         self._ready = threading.Event()
+        # Serialises the server thread's dispatch with direct calls from this process.
+        self._dispatch_lock = threading.Lock()
         self._bind_error: BaseException | None = None
         self._thread = threading.Thread(
             target=self._run, name="cpu-offload-metadata-server", daemon=True
         )
         self._encoder = msgspec.msgpack.Encoder()
-        self._decoder = msgspec.msgpack.Decoder(_Request)
+        self._decoder = msgspec.msgpack.Decoder(Request)
 
     def start(self, timeout_s: float = 10.0) -> MetadataServer:
         """Bind and start serving; returns once the socket is bound."""
@@ -188,10 +148,15 @@ class MetadataServer:
             raise MetadataServerError(
                 f"cannot bind the CPU offload metadata server to {self.address}: {self._bind_error}"
             ) from self._bind_error
+        with _LOCAL_LOCK:
+            _LOCAL_SERVERS[self.address] = (os.getpid(), self)
         return self
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop the thread and close the socket. Idempotent."""
+        with _LOCAL_LOCK:
+            if _LOCAL_SERVERS.get(self.address, (0, None))[1] is self:
+                del _LOCAL_SERVERS[self.address]
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout_s)
@@ -204,6 +169,7 @@ class MetadataServer:
         ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         sock = ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
         try:
             sock.bind(self.address)
         except zmq.ZMQError as exc:
@@ -229,15 +195,33 @@ class MetadataServer:
         try:
             request = self._decoder.decode(payload)
         except msgspec.DecodeError as exc:
-            return self._encoder.encode(_Reply(seq=-1, error=f"undecodable request: {exc}"))
+            return self._encoder.encode(Reply(seq=-1, error=f"undecodable request: {exc}"))
         try:
-            value = self._dispatch(request.body)
+            with self._dispatch_lock:
+                value = self._dispatch(request.body)
         except Exception as exc:  # the reply carries it to the caller, the server lives on
             logger.exception("metadata server failed on %s", type(request.body).__name__)
             return self._encoder.encode(
-                _Reply(seq=request.seq, error=f"{type(exc).__name__}: {exc}")
+                Reply(seq=request.seq, error=f"{type(exc).__name__}: {exc}")
             )
-        return self._encoder.encode(_Reply(seq=request.seq, value=value))
+        return self._encoder.encode(Reply(seq=request.seq, value=value))
+
+    def call_direct(self, body: Body) -> Any:
+        """Answer `body` in the caller's thread, as the server thread would (a `MetadataClient`
+        in this process uses it instead of ZMQ).
+
+        Raises:
+            MetadataServerError: the request failed; the message names the exception.
+        """
+        try:
+            with self._dispatch_lock:
+                return self._dispatch(body)
+        except Exception as exc:
+            logger.exception("metadata server failed on %s", type(body).__name__)
+            raise MetadataServerError(
+                f"CPU offload metadata server at {self.address} rejected "
+                f"{type(body).__name__}: {type(exc).__name__}: {exc}"
+            ) from exc
 
     def _dispatch(self, body: Body) -> Any:
         m = self.manager
@@ -297,21 +281,30 @@ class MetadataClient:
         timeout_s: bound on each `call`, seconds.
         role: a label for the identity and for error messages (`"scheduler"`, `"worker0"`).
         identity: override the unique identity (tests use it to reproduce a collision).
+        direct: call a server of this process directly (see the module docstring); False
+            always goes through ZMQ (tests and benchmarks of the wire path).
 
     Thread-safe: calls are serialised by a lock.
     """
 
     def __init__(
-        self, address: str, timeout_s: float, role: str, *, identity: bytes | None = None
+        self,
+        address: str,
+        timeout_s: float,
+        role: str,
+        *,
+        identity: bytes | None = None,
+        direct: bool = True,
     ) -> None:
         self.address = address
         self.timeout_s = timeout_s
         self.role = role
         self.identity = identity if identity is not None else client_identity(role)
+        self.direct = direct
         self._lock = threading.Lock()
         self._seq = itertools.count()
         self._encoder = msgspec.msgpack.Encoder()
-        self._decoder = msgspec.msgpack.Decoder(_Reply)
+        self._decoder = msgspec.msgpack.Decoder(Reply)
         self._sock: zmq.Socket[bytes] | None = None
 
     def _socket(self) -> zmq.Socket[bytes]:
@@ -334,12 +327,15 @@ class MetadataClient:
             MetadataServerError: no reply within `timeout_s` (server dead, not started, or
                 unreachable), or the server answered with an error.
         """
+        server = local_server(self.address) if self.direct else None
+        if server is not None:
+            return server.call_direct(body)
         with self._lock:
             sock = self._socket()
             seq = next(self._seq)
             what = type(body).__name__
             try:
-                sock.send(self._encoder.encode(_Request(seq=seq, body=body)))
+                sock.send(self._encoder.encode(Request(seq=seq, body=body)))
             except zmq.Again:
                 raise self._timeout(what) from None
             deadline = time.monotonic() + self.timeout_s

@@ -31,8 +31,8 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.step_metadata impor
     CPUOffloadingConnectorMetadata,
 )
 from vllm_ascend.distributed.kv_transfer.utils.block_copy import (
+    BlockCopier,
     BlockTensor,
-    copy_blocks,
     host_mirror,
     stack_layers,
 )
@@ -73,8 +73,9 @@ class CPUOffloadingWorker:
         )
         self.device: KVDevice | None = None
         self._device_tensors: list[BlockTensor] = []
-        self._pairs_store: list[tuple[BlockTensor, BlockTensor]] = []
-        self._pairs_load: list[tuple[BlockTensor, BlockTensor]] = []
+        # KV cache -> host and host -> KV cache, planned once the host pool exists.
+        self._saver: BlockCopier | None = None
+        self._loader: BlockCopier | None = None
         self.num_cpu_blocks = 0
         self._load_errors: set[int] = set()
         self._step_loaded = 0
@@ -101,9 +102,9 @@ class CPUOffloadingWorker:
         self._device_tensors = stack_layers(tensors, self.num_blocks)
         self.config.num_cpu_blocks(self.bytes_per_block)
 
-    def _ensure_host_pool(self) -> None:
-        if self._pairs_store:
-            return
+    def _ensure_host_pool(self) -> tuple[BlockCopier, BlockCopier]:
+        if self._saver is not None and self._loader is not None:
+            return self._saver, self._loader
         if self.device is None:
             raise RuntimeError("register_kv_caches() must run before KV transfers")
         self.num_cpu_blocks = int(
@@ -117,15 +118,18 @@ class CPUOffloadingWorker:
             host_mirror(d, self.num_cpu_blocks, self.device.empty_host)
             for d in self._device_tensors
         ]
-        self._pairs_store = list(zip(self._device_tensors, host, strict=True))
-        self._pairs_load = [(h, d) for d, h in self._pairs_store]
+        pairs = list(zip(self._device_tensors, host, strict=True))
+        self._saver = BlockCopier(pairs)
+        self._loader = BlockCopier([(h, d) for d, h in pairs])
         logger.info(
-            "CPU offload worker %d: host pool of %d blocks (%d bytes) on %s",
+            "CPU offload worker %d: host pool of %d blocks (%d bytes) on %s, %s copies",
             self.rank,
             self.num_cpu_blocks,
             self.num_cpu_blocks * self.bytes_per_block,
             self.device,
+            self._saver.mechanism,
         )
+        return self._saver, self._loader
 
     # ---- vLLM worker-side API -------------------------------------------------------------
 
@@ -135,13 +139,11 @@ class CPUOffloadingWorker:
         self._step_load_failed += len(meta.failed_load_block_ids)
         if not meta.loads:
             return
-        self._ensure_host_pool()
+        _, loader = self._ensure_host_pool()
         assert self.device is not None
         host_ids, device_ids = _flatten(meta.loads)
         try:
-            copy_blocks(
-                self._pairs_load, host_ids, device_ids, non_blocking=self.device.non_blocking
-            )
+            loader.copy(host_ids, device_ids, non_blocking=self.device.non_blocking)
         except (RuntimeError, ValueError, IndexError):
             logger.exception(
                 "CPU offload worker %d: load of %d blocks failed", self.rank, len(host_ids)
@@ -162,13 +164,11 @@ class CPUOffloadingWorker:
         stored: list[int] = []
         failed: list[int] = []
         if meta.stores:
-            self._ensure_host_pool()
+            saver, _ = self._ensure_host_pool()
             assert self.device is not None
             host_ids, device_ids = _flatten(meta.stores)
             try:
-                copy_blocks(
-                    self._pairs_store, device_ids, host_ids, non_blocking=self.device.non_blocking
-                )
+                saver.copy(device_ids, host_ids, non_blocking=self.device.non_blocking)
                 self.device.synchronize()
                 stored = host_ids
             except (RuntimeError, ValueError, IndexError):
@@ -208,7 +208,7 @@ class CPUOffloadingWorker:
 
     def host_tensors(self) -> list[torch.Tensor]:
         """The host pool tensors (empty before first use); for tests and diagnostics."""
-        return [h.tensor for _, h in self._pairs_store]
+        return [] if self._saver is None else [h.tensor for _, h in self._saver.pairs]
 
     def shutdown(self) -> None:
         self.client.close()
