@@ -2,7 +2,9 @@
 
 - `device`: the device abstraction (NPU through `torch_npu` when importable, else the device of
   the KV cache tensors vLLM hands over).
-- `block_copy`: batched copies of KV cache blocks between the KV cache and host buffers.
+- `block_copy`: batched copies of KV cache blocks between the KV cache and host buffers
+  (`block_copy_cpu`: the CPU path, byte ranges copied through memoryviews).
+- `scheduler_inputs`, `connector_stats`: what the schedulers and the stats modules share.
 - `utils`: the all-to-all/rearrange helpers, `align_memory` and `get_transfer_timeout_value`.
 - `mooncake_transfer_engine`: the Mooncake transfer engine shared by the Mooncake connectors.
 - `connector_facade`: `KVConnectorFacade`, the role-split connector class the connectors share.
