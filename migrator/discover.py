@@ -67,6 +67,8 @@ DEFAULT_TEXT_GLOBS = (
     "*.ps1",
     "*.in",
     "*.service",
+    "*.po",  # gettext catalogs of translated docs quote module paths in msgid/msgstr
+    "*.pot",
     "Jenkinsfile",
     "README",
 )
