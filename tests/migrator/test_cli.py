@@ -125,20 +125,45 @@ def test_no_progress_bar_when_piped(tmp_path: Path) -> None:
 # -- explain and rules ---------------------------------------------------------------------
 
 
+STORE = "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store"
+
+
 def test_explain() -> None:
+    # A name passes through every step that moves it: kvpool's submodule in 0.14.0, then
+    # backend.backend -> backend.base in 0.27.1rc1.
     result = vam("explain", "vllm_ascend/distributed/kvpool/backend/backend.py")
     assert result.returncode == 0
     assert result.stdout.splitlines() == [
         "vllm_ascend.distributed.kvpool.backend.backend",
-        "  0.14.0: vllm_ascend.distributed.kvpool.backend.backend -> "
-        "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend  (module move "
-        "vllm_ascend.distributed.kvpool -> vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store, "
+        f"  0.14.0: vllm_ascend.distributed.kvpool.backend.backend -> {STORE}.backend.backend  "
+        f"(module move vllm_ascend.distributed.kvpool -> {STORE}, "
         "old path kept by the shims until 0.16.0)",
-        "  now: vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend   "
-        "(rewrite references with `vam migrate`)",
+        f"  0.27.1rc1: {STORE}.backend.backend -> {STORE}.backend.base  "
+        f"(module move {STORE}.backend.backend -> {STORE}.backend.base, "
+        "old path kept by the shims until 0.29.0)",
+        f"  now: {STORE}.backend.base   (rewrite references with `vam migrate`)",
     ]
+    # A module move, a symbol rename inside the moved module, then a move of that module.
+    renamed = vam("explain", "vllm_ascend.distributed.kvpool.config_data.LasyerMultiBlockReqMeta")
+    assert renamed.returncode == 0
+    assert [line.split("  (")[0].rstrip() for line in renamed.stdout.splitlines()] == [
+        "vllm_ascend.distributed.kvpool.config_data.LasyerMultiBlockReqMeta",
+        "  0.14.0: vllm_ascend.distributed.kvpool.config_data.LasyerMultiBlockReqMeta -> "
+        f"{STORE}.config_data.LasyerMultiBlockReqMeta",
+        f"  0.18.0rc1: {STORE}.config_data.LasyerMultiBlockReqMeta -> "
+        f"{STORE}.config_data.LayerMultiBlockReqMeta",
+        f"  0.27.1rc1: {STORE}.config_data.LayerMultiBlockReqMeta -> "
+        f"{STORE}.metadata.LayerMultiBlockReqMeta",
+        f"  now: {STORE}.metadata.LayerMultiBlockReqMeta",
+    ]
+    # Listed as staying put in 0.14.0, removed in 0.24.0rc1: no `now:` line.
     stays = vam("explain", "vllm_ascend.distributed.utils.fc3_all_gather_and_maybe_unpad_impl")
-    assert "0.14.0: stays put" in stays.stdout and stays.returncode == 0
+    assert stays.returncode == 0
+    assert stays.stdout.splitlines()[1:] == [
+        "  0.14.0: stays put (listed in the table)",
+        "  0.24.0rc1: removed (vllm_ascend.distributed.utils.fc3_all_gather_and_maybe_unpad_impl), "
+        "no replacement: `def fc3_all_gather_and_maybe_unpad_impl(x)` was removed in this release",
+    ]
     home = vam("explain", "vllm_ascend.distributed.kv_transfer.utils.utils.align_memory")
     assert "new home of vllm_ascend.distributed.utils.align_memory" in home.stdout
     unknown = vam("explain", "vllm_ascend.platform")
@@ -148,16 +173,27 @@ def test_explain() -> None:
 
 
 def test_rules_list_show_validate_export() -> None:
-    listed = vam("rules", "list").stdout
-    assert listed.startswith("vllm_ascend  steps: 0.14.0  (vllm_ascend.toml)")
+    listed = vam("rules", "list").stdout.splitlines()
+    assert listed[0::2] == [  # each pack's line is followed by its description
+        "vllm  steps: 0.11.1, 0.12.0, 0.13.0  (vllm.toml)",
+        "vllm_ascend  steps: 0.14.0, 0.18.0rc1, 0.24.0rc1, 0.25.1rc1, 0.27.1rc1, 0.28.0rc1, "
+        "0.29.0rc1, 0.30.0rc1  (vllm_ascend.toml)",
+    ]
     shown = vam("rules", "show", "vllm_ascend").stdout
     assert "  symbol  vllm_ascend.distributed.register_connector" in shown
     assert "[intermediate]" in shown
+    assert "step 0.30.0rc1 (old paths removed in 0.32.0): distributed.eplb modules renamed" in shown
+    # Rules are module, symbol and removed rows (stay-put names are not rules): per step
+    # 16 + 1 + 7 + 3 + 15 + 9 + 4 + 2.
     ok = vam("rules", "validate", str(REPO / "rules" / "vllm_ascend.toml"))
-    assert ok.returncode == 0 and "ok (1 step(s), 16 rules)" in ok.stdout
+    assert ok.returncode == 0 and "ok (8 step(s), 57 rules)" in ok.stdout
+    vllm = vam("rules", "validate", str(REPO / "rules" / "vllm.toml"))
+    assert vllm.returncode == 0 and "ok (3 step(s), 40 rules)" in vllm.stdout
     exported = vam("rules", "export", "ruff").stdout
     assert exported.splitlines()[0] == "[tool.ruff.lint.flake8-tidy-imports.banned-api]"
     assert (f'"{OLD}".msg = "moved to {NEW} in 0.14.0; run `vam migrate`"') in exported
+    assert ('"vllm_ascend.distributed.eplb.state".msg = "moved to '
+            'vllm_ascend.distributed.eplb.eplb_state in 0.30.0rc1; run `vam migrate`"') in exported
 
 
 def test_runs_where_no_pyproject_is_found(tmp_path: Path) -> None:
@@ -167,16 +203,20 @@ def test_runs_where_no_pyproject_is_found(tmp_path: Path) -> None:
 
 
 def test_versions_from_pyproject_apply_unless_flags_override(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text('[tool.vam]\nfrom = "0.14.0"\n')
-    (tmp_path / "a.py").write_text(f"import {OLD}\n")
+    # Code written for the newest step: no step lies after it.
+    (tmp_path / "pyproject.toml").write_text('[tool.vam]\nfrom = "0.30.0rc1"\n')
+    (tmp_path / "a.py").write_text(f"import {OLD}\nimport vllm_ascend.distributed.eplb.state\n")
     skipped = vam("check", str(tmp_path))
     assert skipped.returncode == 0 and skipped.stdout == ""
-    assert skipped.stderr.startswith("vam: warning: no step of the vllm_ascend table lies after "
-                                     "0.14.0 and up to the end (steps: 0.14.0); nothing to migrate\n")
+    assert skipped.stderr.startswith(
+        "vam: warning: no step of the vllm_ascend table lies after 0.30.0rc1 and up to the end "
+        "(steps: 0.14.0, 0.18.0rc1, 0.24.0rc1, 0.25.1rc1, 0.27.1rc1, 0.28.0rc1, 0.29.0rc1, "
+        "0.30.0rc1); nothing to migrate\n")
     assert "files scanned, 0 stale references (" in skipped.stderr.splitlines()[-1]
     overridden = vam("migrate", "--from", "0.13.0", str(tmp_path))
     assert overridden.returncode == 0
-    assert (tmp_path / "a.py").read_text() == f"import {NEW}\n"
+    assert (tmp_path / "a.py").read_text() == (
+        f"import {NEW}\nimport vllm_ascend.distributed.eplb.eplb_state\n")
 
 
 @pytest.mark.parametrize("command", [["migrate"], ["check"], ["shims", "check"]])

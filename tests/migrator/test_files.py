@@ -160,6 +160,9 @@ def test_symlinks_are_not_followed_out_of_the_tree(tmp_path: Path) -> None:
 
 
 LONG = "from vllm_ascend.distributed.cpu_offload_manager.metadata import MetadataServer, MetadataServerProc\n"
+# The wrapped targets are 0.14 homes (kv_pool.cpu_offload was removed in 0.24.0rc1, config_data
+# renamed in 0.27.1rc1): these tests stop at 0.14.0, as a project running that release does.
+WRAP_CONFIG = '[tool.ruff]\nline-length = 100\n\n[tool.vam]\nto = "0.14.0"\n'
 
 
 @pytest.mark.parametrize(("existing", "expected"), [
@@ -174,7 +177,7 @@ LONG = "from vllm_ascend.distributed.cpu_offload_manager.metadata import Metadat
      + "MetadataServerProc)\n"),
 ])
 def test_long_import_is_wrapped_in_the_file_style(tmp_path: Path, existing: str, expected: str) -> None:
-    (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 100\n")
+    (tmp_path / "pyproject.toml").write_text(WRAP_CONFIG)
     path = tmp_path / "mod.py"
     path.write_text(existing + LONG)
     assert vam("migrate", str(tmp_path)).returncode == 0
@@ -185,7 +188,7 @@ def test_long_import_is_wrapped_in_the_file_style(tmp_path: Path, existing: str,
 def test_nothing_is_wrapped_without_a_configured_line_length(tmp_path: Path) -> None:
     path = tmp_path / "mod.py"
     path.write_text(LONG)
-    assert vam("migrate", str(tmp_path)).returncode == 0
+    assert vam("migrate", "--to", "0.14.0", str(tmp_path)).returncode == 0
     assert path.read_text() == LONG.replace("cpu_offload_manager", "kv_transfer.kv_pool.cpu_offload")
 
 
@@ -205,7 +208,7 @@ def test_every_line_ending_survives_a_rewrite_and_a_split(tmp_path: Path, newlin
 def test_a_wrapped_import_that_grows_is_reflowed_and_falls_back_to_a_hanging_indent(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 100\n")
+    (tmp_path / "pyproject.toml").write_text(WRAP_CONFIG)
     path = tmp_path / "mod.py"
     path.write_text(
         "if True:\n"

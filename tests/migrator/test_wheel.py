@@ -75,7 +75,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_wheel_ships_the_rule_pack_and_no_tests(installed: tuple[Path, Path]) -> None:
     wheel, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert "rules/vllm_ascend.toml" in names
+    assert {"rules/vllm_ascend.toml", "rules/vllm.toml"} <= names
     assert {"migrator/cli/__init__.py", "migrator/sites/__init__.py", "migrator/__main__.py", "rules/schema.py"} <= names
     assert not any(n.startswith(("tests/", "benchmarks/", "examples/")) for n in names)
 
@@ -97,26 +97,42 @@ def test_installed_vam_runs_from_the_venv_not_the_checkout(
 
 
 def test_installed_vam_migrates_the_example(installed: tuple[Path, Path], tmp_path: Path) -> None:
+    """The example is 0.13 code: to 0.14.0 every reference has a new home; through the whole
+    table later steps move some again and report the names later releases removed."""
     _, bin_dir = installed
     shutil.copytree(EXAMPLE, tmp_path / "legacy_downstream")
     before = {p: p.read_bytes() for p in (tmp_path / "legacy_downstream").rglob("*") if p.is_file()}
 
-    diff = _run([bin_dir / "vam", "migrate", "--diff", "legacy_downstream"], cwd=tmp_path)
+    def both(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+        """The installed vam's run, after checking the checkout's own vam prints the same."""
+        command = ["migrate", "--diff", *args, "legacy_downstream"]
+        ours = _run([bin_dir / "vam", *command], cwd=tmp_path, check=check)
+        reference = _run([sys.executable, "-m", "migrator", *command], cwd=tmp_path, check=check)
+        assert (ours.returncode, ours.stdout, ours.stderr) == (
+            reference.returncode, reference.stdout, reference.stderr)
+        return ours
+
+    to_014 = both("--to", "0.14.0")
     for new in (
         "+from vllm_ascend.distributed.kv_transfer import register_connector",
         "+from vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector import (",
+        "+from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.metadata import (",
         "vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import Backend",
     ):
-        assert new in diff.stdout, diff.stdout
-    assert "--- a/legacy_downstream/ascend_plugin/connectors.py" in diff.stdout
+        assert new in to_014.stdout, to_014.stdout
+    assert "--- a/legacy_downstream/ascend_plugin/connectors.py" in to_014.stdout
+    assert "VAM003" not in to_014.stderr
+
+    # The newest step the wheel's table holds (explicit, so the example's config cannot change it).
+    latest = both("--to", "0.30.0rc1", check=False)
+    assert latest.returncode == 1, latest.stderr  # removed names need a human
+    assert ("+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.base "
+            "import Backend") in latest.stdout
+    assert "cpu_offload.metadata" not in latest.stdout
+    assert ("connectors.py:16:10: VAM003 'vllm_ascend.distributed.cpu_offload_connector' "
+            "was removed in 0.24.0rc1") in latest.stderr
     # --diff writes nothing.
     assert {p: p.read_bytes() for p in before} == before
-
-    # The same diff as the checkout's own vam gives.
-    reference = _run(
-        [sys.executable, "-m", "migrator", "migrate", "--diff", "legacy_downstream"], cwd=tmp_path
-    )
-    assert diff.stdout == reference.stdout
 
 
 def test_installed_vam_lists_the_bundled_rule_pack(
@@ -124,7 +140,11 @@ def test_installed_vam_lists_the_bundled_rule_pack(
 ) -> None:
     _, bin_dir = installed
     listing = _run([bin_dir / "vam", "rules", "list"], cwd=tmp_path).stdout
-    assert listing.startswith("vllm_ascend  steps: 0.14.0  (vllm_ascend.toml)\n"), listing
+    assert listing.splitlines()[0::2] == [
+        "vllm  steps: 0.11.1, 0.12.0, 0.13.0  (vllm.toml)",
+        "vllm_ascend  steps: 0.14.0, 0.18.0rc1, 0.24.0rc1, 0.25.1rc1, 0.27.1rc1, 0.28.0rc1, "
+        "0.29.0rc1, 0.30.0rc1  (vllm_ascend.toml)",
+    ], listing
     validate = _run([bin_dir / "vam", "rules", "validate", "vllm_ascend"], cwd=tmp_path).stdout
     assert ": ok (" in validate, validate
 
