@@ -10,7 +10,9 @@ session:
 Blocks are shuffled on both sides (no coalescing), as in a long-running engine.
 
 `ttft`: time to first token of a 1,024-token prompt on the tiny model: a single engine vs the
-disaggregated pair (prefill with `max_tokens=1`, then decode), uniproc vLLM CPU engines.
+disaggregated pair (prefill with `max_tokens=1`, then decode), uniproc vLLM CPU engines; the
+decode side with and without its idle-step wait (`IDLE_STEP_WAIT_S`, set through a
+benchmark-only call into the decode engine), with its step count.
 
 Usage:
     python benchmarks/mooncake_pd_bench.py transfer [--blocks 64 128 256] [--repeats 7]
@@ -197,12 +199,45 @@ def bench_transfer(blocks: list[int], repeats: int) -> list[dict[str, Any]]:
             peer.kill()
 
 
+def engine_set_idle_wait(llm: Any, seconds: float) -> None:
+    """Benchmark-only, run in the decode engine: set how long `get_finished` waits for a read
+    in flight on a step without a forward pass (0: the behaviour before that wait existed)."""
+    from vllm_ascend.distributed.kv_transfer.kv_p2p import worker
+
+    worker.IDLE_STEP_WAIT_S = seconds
+
+
+def engine_take_steps(llm: Any) -> int:
+    """Benchmark-only, run in the decode engine: worker steps (`get_finished` calls) since the
+    last call, counted by wrapping the worker's method."""
+    from vllm.distributed.kv_transfer import get_kv_transfer_group
+
+    worker = get_kv_transfer_group().worker
+    if not hasattr(worker, "bench_steps"):
+        inner = worker.get_finished
+
+        def counted() -> Any:
+            worker.bench_steps += 1
+            return inner()
+
+        worker.bench_steps = 0
+        worker.get_finished = counted
+    steps, worker.bench_steps = worker.bench_steps, 0
+    return int(steps)
+
+
 def bench_ttft(repeats: int, prompt_tokens: int) -> dict[str, Any]:
+    """Per repetition, fresh prompts (no prefix-cache hit anywhere): one on the single engine,
+    and one P/D pair per decode variant (`idle_wait`: the shipped `IDLE_STEP_WAIT_S`;
+    `no_idle_wait`: 0), the two variants alternating which runs first."""
     sys.path.insert(0, str(REPO / "tests" / "e2e"))
     from harness import UNIPROC_LLM_KWARGS, EngineProcess, free_port, token_prompts
     from mooncake_pd import MOONCAKE_ENV, decode, pd_config, prefill
     from tiny_model import build_tiny_llama
 
+    from vllm_ascend.distributed.kv_transfer.kv_p2p.worker import IDLE_STEP_WAIT_S
+
+    here = str(Path(__file__).resolve())
     model = build_tiny_llama(Path(tempfile.mkdtemp(prefix="vam-bench-model-")))
     kwargs = {**UNIPROC_LLM_KWARGS, "max_model_len": prompt_tokens + 64}
     single = EngineProcess(model, llm_kwargs=kwargs, env=MOONCAKE_ENV).start()
@@ -218,31 +253,57 @@ def bench_ttft(repeats: int, prompt_tokens: int) -> dict[str, Any]:
         llm_kwargs=kwargs,
         env=MOONCAKE_ENV,
     ).start()
+    variants = {"idle_wait": IDLE_STEP_WAIT_S, "no_idle_wait": 0.0}
+    samples: dict[str, list[float]] = {"single": []}
+    for name in variants:
+        samples.update({f"{name}_prefill": [], f"{name}_decode": [], f"{name}_steps": []})
     try:
-        single_s, prefill_s, decode_s = [], [], []
-        for rep in range(repeats + 1):  # fresh prompts: no prefix-cache hit anywhere
-            prompt = token_prompts(1, prompt_tokens, seed=1000 + rep)
+        consumer.call(f"{here}:engine_take_steps")  # installs the counter
+        seed = 1000
+        for rep in range(repeats + 1):  # the first repetition warms up
+            seed += 1
+            prompt = token_prompts(1, prompt_tokens, seed=seed)
             started = time.perf_counter()
             single.generate(prompt_token_ids=prompt, max_tokens=1)
             single_time = time.perf_counter() - started
-            started = time.perf_counter()
-            params = prefill(producer, prompt)
-            prefill_time = time.perf_counter() - started
-            started = time.perf_counter()
-            decode(consumer, prompt, list(params), max_tokens=1)
-            decode_time = time.perf_counter() - started
             if rep:
-                single_s.append(single_time)
-                prefill_s.append(prefill_time)
-                decode_s.append(decode_time)
-        pd = [p + d for p, d in zip(prefill_s, decode_s, strict=True)]
-        return {
+                samples["single"].append(single_time)
+            order = list(variants) if rep % 2 else list(reversed(variants))
+            for name in order:
+                seed += 1
+                prompt = token_prompts(1, prompt_tokens, seed=seed)
+                consumer.call(f"{here}:engine_set_idle_wait", seconds=variants[name])
+                started = time.perf_counter()
+                params = prefill(producer, prompt)
+                prefill_time = time.perf_counter() - started
+                consumer.call(f"{here}:engine_take_steps")
+                started = time.perf_counter()
+                decode(consumer, prompt, list(params), max_tokens=1)
+                decode_time = time.perf_counter() - started
+                steps = consumer.call(f"{here}:engine_take_steps")
+                if rep:
+                    samples[f"{name}_prefill"].append(prefill_time)
+                    samples[f"{name}_decode"].append(decode_time)
+                    samples[f"{name}_steps"].append(steps)
+        result: dict[str, Any] = {
             "prompt_tokens": prompt_tokens,
-            "single_ttft_s": statistics.median(single_s),
-            "pd_ttft_s": statistics.median(pd),
-            "pd_prefill_s": statistics.median(prefill_s),
-            "pd_decode_first_token_s": statistics.median(decode_s),
+            "repeats": repeats,
+            "single_ttft_s": statistics.median(samples["single"]),
         }
+        for name in variants:
+            pd = [
+                p + d
+                for p, d in zip(samples[f"{name}_prefill"], samples[f"{name}_decode"], strict=True)
+            ]
+            result[name] = {
+                "pd_ttft_s": statistics.median(pd),
+                "pd_prefill_s": statistics.median(samples[f"{name}_prefill"]),
+                "pd_decode_first_token_s": statistics.median(samples[f"{name}_decode"]),
+                "decode_steps": statistics.median(samples[f"{name}_steps"]),
+                "pd_over_single": statistics.median(pd) / result["single_ttft_s"],
+            }
+        result["samples"] = samples
+        return result
     finally:
         for engine in (consumer, producer, single):
             engine.close()

@@ -122,6 +122,26 @@ def test_decode_prefix_hit_reads_only_the_missing_tail(
     assert step_until_idle(producer, wait_s=SEND_TIMEOUT_S / 2)["scheduler"]["held_blocks"] == 0
 
 
+def test_decode_counts_the_prompt_tokens_it_read_as_cached(
+    pd_pair: tuple[EngineProcess, EngineProcess],
+) -> None:
+    producer, consumer = pd_pair
+    # Fresh prompts of 30 full blocks (the engines' max_model_len is 1,024): no prefix hit.
+    read, passed_on = token_prompts(2, 960, seed=960)
+    # The decode engine counts the 960 prompt tokens it read and did not compute as cached
+    # (vLLM's prefill stats: num_external_cached_tokens), as with vLLM's own MooncakeConnector,
+    # whose prefill side hands no kv_transfer_params to the proxy.
+    params = prefill(producer, [read])[0]
+    assert params["remote_prefill_cached_tokens"] == 0  # added by vLLM's prefill scheduler
+    del params["remote_prefill_cached_tokens"]
+    out = decode(consumer, [read], [params], max_tokens=2)[0]
+    assert out["num_cached_tokens"] == 960 and out["scheduled_tokens"] == 2
+    # Passed on by the proxy, vLLM's key replaces that count in the decode engine's output
+    # with the prefill engine's own prefix hits (vLLM 0.32's P/D accounting), 0 here.
+    out = decode(consumer, [passed_on], prefill(producer, [passed_on]), max_tokens=2)[0]
+    assert out["num_cached_tokens"] == 0 and out["scheduled_tokens"] == 2
+
+
 def test_old_module_path_works_and_warns(pd_pair: tuple[EngineProcess, EngineProcess]) -> None:
     # The decode engine of this module was configured through the 0.13 path, and it served the
     # requests above; the shim warned in that process.

@@ -209,7 +209,7 @@ def test_threads_run_tasks_report_completion_and_drain_on_stop(backend: Mooncake
         KVCacheLayout([src], NUM_BLOCKS),
         4,
         8,
-        lambda r, n, f: saved.append((r, n, f)),
+        lambda t, n, f: saved.append((t.req_id, n, f)),
     )
     recver = KVCacheStoreRecvingThread(
         backend,
@@ -217,7 +217,7 @@ def test_threads_run_tasks_report_completion_and_drain_on_stop(backend: Mooncake
         KVCacheLayout([dst], NUM_BLOCKS),
         4,
         8,
-        lambda r, n, f: (loaded.append((r, n, f)), done.set()),
+        lambda t, n, f: (loaded.append((t.req_id, n, f)), done.set()),
     )
     sender.start()
     recver.start()

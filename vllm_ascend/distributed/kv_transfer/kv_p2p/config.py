@@ -20,6 +20,9 @@ data-parallel rank `dp_rank` serves on `kv_port + dp_rank * tp_size + tp_rank`).
 - `send_timeout_s` (number > 0, default 300): how long a prefill instance keeps a finished
   request's blocks for the decode side to read, seconds;
 - `num_transfer_threads` (int > 0, default 4): concurrent reads per decode worker;
+- `transfer_queue_size` (int > 0, default 1024): transfers (a request's read, or its chain of
+  layer pushes) waiting for a transfer thread; a transfer that finds the queue full fails at
+  once (a load failure on the decode side, `kv_load_failure_policy` applies);
 - `layer_wait_timeout_s` (number > 0, default: `transfer_timeout_s`): layerwise only, bound on
   waiting for a layer in `wait_for_layer_load`;
 - `prefill` / `decode` (dict): `{"tp_size": int, "dp_size": int}` of each side, as vllm-ascend
@@ -52,6 +55,7 @@ __all__ = ["MooncakeP2PConfig", "ParallelSizes"]
 DEFAULT_HANDSHAKE_TIMEOUT_S = 30.0
 DEFAULT_SEND_TIMEOUT_S = 300.0
 DEFAULT_NUM_TRANSFER_THREADS = 4
+DEFAULT_TRANSFER_QUEUE_SIZE = 1024
 DEFAULT_SIDE_CHANNEL_HOST = "127.0.0.1"
 MS_PER_S = 1000.0
 
@@ -65,6 +69,7 @@ _KEYS = (
     "transfer_timeout_s",
     "send_timeout_s",
     "num_transfer_threads",
+    "transfer_queue_size",
     "layer_wait_timeout_s",
     "prefill",
     "decode",
@@ -140,6 +145,7 @@ class MooncakeP2PConfig:
     block_size: int
     prefill: ParallelSizes
     decode: ParallelSizes
+    transfer_queue_size: int = DEFAULT_TRANSFER_QUEUE_SIZE
 
     @property
     def is_producer(self) -> bool:
@@ -226,6 +232,13 @@ class MooncakeP2PConfig:
                 _positive(
                     "num_transfer_threads",
                     extra.get("num_transfer_threads", DEFAULT_NUM_TRANSFER_THREADS),
+                    integer=True,
+                )
+            ),
+            transfer_queue_size=int(
+                _positive(
+                    "transfer_queue_size",
+                    extra.get("transfer_queue_size", DEFAULT_TRANSFER_QUEUE_SIZE),
                     integer=True,
                 )
             ),

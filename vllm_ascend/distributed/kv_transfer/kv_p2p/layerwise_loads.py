@@ -74,7 +74,11 @@ class LayerwiseLoads(P2PWorkerBase):
                 load.failed = failure
                 self._loads[spec.transfer_id] = load
                 self._step_loads.append(load)
-        for spec in [*loads, *releases]:
+        for spec in loads:
+            if not self._threads.submit(self._send_push_requests, spec):
+                self._fail_load(spec.transfer_id, "the transfer queue is full")
+        for spec in releases:
+            # Refused (queue full): the prefill side frees the blocks at its send timeout.
             self._threads.submit(self._send_push_requests, spec)
 
     def _send_push_requests(self, spec: LoadSpec) -> None:

@@ -109,7 +109,8 @@ class LayerwisePushes(P2PWorkerBase):
                 push.jobs.append(job)
                 readers = list(push.readers.values())
             for reader in readers:
-                self._threads.submit(self._push, push, reader, job, key=spec.transfer_id)
+                if not self._threads.submit(self._push, push, reader, job, key=spec.transfer_id):
+                    self._refused(push, reader)
 
     def withhold(self, withheld: dict[str, str]) -> None:
         """Tell the decode workers registered for these transfers (transfer id -> reason) at
@@ -147,8 +148,18 @@ class LayerwisePushes(P2PWorkerBase):
                 self._note_finished(push)
         self.counters.add("push_requests_received", 1)
         for job in jobs if message.block_ids else []:
-            self._threads.submit(self._push, push, message, job, key=message.transfer_id)
+            if not self._threads.submit(self._push, push, message, job, key=message.transfer_id):
+                self._refused(push, message)
+                break
         return Ack()
+
+    def _refused(self, push: _Push, reader: PushRequest) -> None:
+        # The transfer queue is full (TransferThreads logged it): this reader's transfer fails
+        # and its later pushes are skipped; the decode side gives the load up at its layer
+        # deadline, and the blocks are released as for any failed reader.
+        with self._push_lock:
+            push.finished.setdefault(reader.reader, False)
+            self._note_finished(push)
 
     def _push(self, push: _Push, reader: PushRequest, job: _Job) -> None:
         with self._push_lock:

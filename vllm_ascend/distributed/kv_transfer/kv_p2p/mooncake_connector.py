@@ -61,6 +61,9 @@ class MooncakeConnector(MooncakeP2PFacade[MooncakeConnectorScheduler, MooncakeCo
     def start_load_kv(self, forward_context: ForwardContext, **kwargs: Any) -> None:
         meta = self._step_metadata(MooncakeConnectorMetadata)
         worker = self._worker()
+        # vLLM's steps without a forward pass (every request waiting) have no attention
+        # metadata.
+        worker.note_step(ran_forward=forward_context.attn_metadata is not None)
         worker.add_sends(meta.send)
         worker.add_recvs(meta.recv)
 

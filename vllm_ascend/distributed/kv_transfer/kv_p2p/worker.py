@@ -11,7 +11,8 @@ expected reader sent `ReadDone`, or once its send timeout passes.
 Decode worker: for each `RecvRequest`, a transfer thread handshakes with the prefill workers it
 needs (cached per address), reads the blocks with one batched Mooncake read per prefill rank,
 records the result, and then sends `ReadDone` so the prefill instance frees its blocks. Finished
-reads (successful or not) come out of `get_finished`; the blocks of failed ones out of
+reads (successful or not) come out of `get_finished` (which, on a step that ran no forward
+pass, waits briefly for a read in flight: see `IDLE_STEP_WAIT_S`); the blocks of failed ones out of
 `get_block_ids_with_load_errors` in the same or an earlier step, so vLLM's
 `kv_load_failure_policy` (recompute or fail) applies.
 
@@ -42,6 +43,14 @@ __all__ = ["MooncakeConnectorWorker"]
 
 logger = init_logger(__name__)
 
+# How long `get_finished` waits for a read in flight on a step that ran no forward pass. While
+# a decode request waits for its KV, the engine's loop runs empty steps back to back holding
+# the GIL, and the transfer thread gets it only at each switch interval (5 ms), once to start
+# the read and once to finish it. Waiting on a condition releases the GIL at once and ends when
+# the read finishes; the bound (one switch interval) caps how late a request arriving
+# meanwhile is admitted. Steps with a forward pass never wait.
+IDLE_STEP_WAIT_S = 0.005
+
 
 class MooncakeConnectorWorker(P2PWorkerBase):
     """One worker's half of the connector (shared state and steps: `worker_base.py`).
@@ -55,8 +64,10 @@ class MooncakeConnectorWorker(P2PWorkerBase):
     def __init__(self, config: MooncakeP2PConfig, tp_rank: int, num_blocks: int) -> None:
         super().__init__(config, tp_rank, num_blocks)
         self._lock = threading.Lock()
+        self._recv_done = threading.Condition(self._lock)  # a read finished
         self._done_recving: set[str] = set()
         self._in_flight = 0
+        self._idle_step = False
 
     service_name = "mooncake-p2p"
 
@@ -99,13 +110,29 @@ class MooncakeConnectorWorker(P2PWorkerBase):
         for request_id, hold_s in sends.items():
             self.sends.add(request_id, hold_s, now)
 
+    def note_step(self, ran_forward: bool) -> None:
+        """Tell the worker whether this step ran a forward pass (`get_finished` may wait
+        briefly for reads in flight only on a step that did not)."""
+        self._idle_step = not ran_forward
+
     def add_recvs(self, recvs: Iterable[RecvRequest]) -> None:
         """Start reading (or releasing) decode requests on the transfer threads."""
         for recv in recvs:
             assert self._threads is not None, "a decode request reached a worker that cannot read"
             with self._lock:
                 self._in_flight += 1
-            self._threads.submit(self._receive, recv)
+            if not self._threads.submit(self._receive, recv):
+                # The queue is full (TransferThreads logged it): a failed read, at once. The
+                # prefill instance frees the blocks at its send timeout.
+                with self._lock:
+                    self._in_flight -= 1
+                if recv.local_block_ids:
+                    self.counters.add("reads_failed", 1)
+                    self.counters.add("blocks_failed", len(recv.local_block_ids))
+                    self._record_load_errors(recv.local_block_ids)
+                with self._lock:
+                    self._done_recving.add(recv.request_id)
+                    self._recv_done.notify_all()
 
     def _receive(self, recv: RecvRequest) -> None:
         started = time.monotonic()
@@ -123,6 +150,7 @@ class MooncakeConnectorWorker(P2PWorkerBase):
         finally:
             with self._lock:
                 self._in_flight -= 1
+                self._recv_done.notify_all()
 
     def _record(self, recv: RecvRequest, error: Exception | None, elapsed_s: float) -> None:
         remote = recv.remote
@@ -149,6 +177,7 @@ class MooncakeConnectorWorker(P2PWorkerBase):
             self._record_load_errors(recv.local_block_ids)
         with self._lock:
             self._done_recving.add(recv.request_id)
+            self._recv_done.notify_all()
 
     def _read(self, recv: RecvRequest) -> None:
         assert self.agent is not None and self.engine is not None
@@ -199,12 +228,17 @@ class MooncakeConnectorWorker(P2PWorkerBase):
                 "freeing them"
             )
         with self._lock:
+            if self._idle_step and self._in_flight and not self._done_recving:
+                self._recv_done.wait(IDLE_STEP_WAIT_S)
+            self._idle_step = False
             recving, self._done_recving = self._done_recving, set()
         return sending or None, recving or None
 
     def stats(self) -> dict[str, float]:
-        """Counters of this worker (reads, blocks, bytes, notifications, sends)."""
-        return {**self._send_stats(), "in_flight_reads": self._in_flight}
+        """Counters of this worker (reads, blocks, bytes, notifications, sends), reads in
+        flight (queued or running) and reads queued."""
+        queued = self._threads.queued if self._threads is not None else 0
+        return {**self._send_stats(), "in_flight_reads": self._in_flight, "queued_reads": queued}
 
     def shutdown(self) -> None:
         """Stop serving and reading; deregister the KV cache when no read is in flight."""

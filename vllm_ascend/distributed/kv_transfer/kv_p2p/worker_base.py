@@ -132,7 +132,9 @@ class P2PWorkerBase:
                 name=f"{self.service_name}-side-channel-{self.tp_rank}",
             ).start()
         if self._runs_transfer_threads():
-            self._threads = TransferThreads(config.num_transfer_threads, self.service_name)
+            self._threads = TransferThreads(
+                config.num_transfer_threads, self.service_name, config.transfer_queue_size
+            )
         self._registered(layout)
 
     def handle_message(self, message: Message) -> Message | None:

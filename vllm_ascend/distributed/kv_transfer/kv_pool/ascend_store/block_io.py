@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -30,16 +31,25 @@ def load_blocks(
     keys: Sequence[str],
     block_ids: Sequence[int],
     batch_keys: int,
+    *,
+    deadline: float | None = None,
 ) -> list[int]:
     """Read `keys[i]` into KV cache block `block_ids[i]`, in batches of `batch_keys` keys.
 
+    Args:
+        deadline: `time.monotonic()` after which no further batch starts (a batch already in
+            the store is not interrupted); None for no deadline.
+
     Returns:
         The block ids that did not receive their full value (missing key, store error, pool
-        bypassed), in input order.
+        bypassed, deadline passed), in input order.
     """
     failed: list[int] = []
     for lo, hi in _batches(len(keys), batch_keys):
         ids = list(block_ids[lo:hi])
+        if deadline is not None and time.monotonic() >= deadline:
+            failed.extend(ids)
+            continue
         if not guard.available("load"):
             failed.extend(ids)
             continue

@@ -22,6 +22,8 @@ Extra config keys (all optional):
 - `save_queue_size`, `load_queue_size` (64): bound on queued transfer tasks per worker (a full
   save queue drops the save, a full load queue fails the load);
 - `transfer_batch_keys` (64): keys per store call;
+- `load_timeout_s` (30): deadline of an asynchronous load, seconds from when the worker queues
+  it; a load still running then ends as a load failure (`kv_load_failure_policy` applies);
 - `error_log_interval_s` (10): at most one pool-error log line per kind per interval, seconds;
 - `retry_interval_s` (5): after a store failure the pool is bypassed this long, then probed;
 - `shutdown_timeout_s` (30): bound on draining queued saves at shutdown or preemption, seconds.
@@ -72,6 +74,7 @@ class AscendStoreConfig:
     save_queue_size: int = 64
     load_queue_size: int = 64
     transfer_batch_keys: int = 64
+    load_timeout_s: float = 30.0
     error_log_interval_s: float = 10.0
     retry_interval_s: float = 5.0
     shutdown_timeout_s: float = 30.0
@@ -85,6 +88,7 @@ class AscendStoreConfig:
         "save_queue_size",
         "load_queue_size",
         "transfer_batch_keys",
+        "load_timeout_s",
         "error_log_interval_s",
         "retry_interval_s",
         "shutdown_timeout_s",
@@ -135,6 +139,7 @@ class AscendStoreConfig:
             save_queue_size=integer("save_queue_size", cls.save_queue_size),
             load_queue_size=integer("load_queue_size", cls.load_queue_size),
             transfer_batch_keys=integer("transfer_batch_keys", cls.transfer_batch_keys),
+            load_timeout_s=seconds("load_timeout_s", cls.load_timeout_s),
             error_log_interval_s=seconds("error_log_interval_s", cls.error_log_interval_s),
             retry_interval_s=seconds("retry_interval_s", cls.retry_interval_s),
             shutdown_timeout_s=seconds("shutdown_timeout_s", cls.shutdown_timeout_s),

@@ -2,7 +2,8 @@
 
 `KVCacheStoreSendingThread` / `KVCacheStoreRecvingThread`: one daemon thread each, fed by a
 bounded queue, that run saves and asynchronous loads off the forward path; `stop()` drains what
-is queued and joins within a timeout.
+is queued and joins within a timeout. A load carries a deadline: the receiving thread starts no
+store call for it once the deadline passed (the worker has then reported it failed already).
 
 The rest of the machinery lives in modules of its own and is re-exported here, because this
 module's name is the one upstream's 0.14 layout (and the move table in `rules/`) gives it:
@@ -62,12 +63,15 @@ class TransferTask:
         block_ids: KV cache block ids, one per key.
         ready: for saves, the event after which the blocks hold their KV (the step's
             forward); None when nothing is pending.
+        deadline: for loads, `time.monotonic()` after which no store call starts; None for
+            no deadline.
     """
 
     req_id: str
     keys: list[str]
     block_ids: list[int]
     ready: DeviceEvent | None = None
+    deadline: float | None = None
 
 
 _STOP = object()
@@ -75,7 +79,7 @@ _STOP = object()
 
 class _TransferThread(threading.Thread, Generic[ResultT]):
     """A daemon thread that runs `TransferTask`s from a bounded queue, one at a time, and
-    reports each as `on_done(req_id, count, result)`."""
+    reports each as `on_done(task, count, result)`."""
 
     thread_name = "kvpool-transfer"
 
@@ -86,7 +90,7 @@ class _TransferThread(threading.Thread, Generic[ResultT]):
         layout: KVCacheLayout,
         queue_size: int,
         batch_keys: int,
-        on_done: Callable[[str, int, ResultT], None],
+        on_done: Callable[[TransferTask, int, ResultT], None],
     ) -> None:
         super().__init__(name=self.thread_name, daemon=True)
         self.backend = backend
@@ -142,7 +146,7 @@ class _TransferThread(threading.Thread, Generic[ResultT]):
 
 
 class KVCacheStoreSendingThread(_TransferThread[dict[int, int]]):
-    """Saves blocks to the pool; `on_done(req_id, stored, failures)` after each task.
+    """Saves blocks to the pool; `on_done(task, stored, failures)` after each task.
 
     Blocks are read after the task's `ready` event (the forward pass that wrote them); the
     caller keeps them allocated until `on_done` ran (delayed free, preemption wait).
@@ -156,23 +160,29 @@ class KVCacheStoreSendingThread(_TransferThread[dict[int, int]]):
         stored, failures = save_blocks(
             self.backend, self.guard, self.layout, task.keys, task.block_ids, self.batch_keys
         )
-        self.on_done(task.req_id, stored, failures)
+        self.on_done(task, stored, failures)
 
     def abandon(self, task: TransferTask) -> None:
-        self.on_done(task.req_id, 0, {0: len(task.keys)})
+        self.on_done(task, 0, {0: len(task.keys)})
 
 
 class KVCacheStoreRecvingThread(_TransferThread[list[int]]):
-    """Loads blocks for asynchronous loads; `on_done(req_id, num_blocks, failed_block_ids)`
+    """Loads blocks for asynchronous loads; `on_done(task, num_blocks, failed_block_ids)`
     after each."""
 
     thread_name = "kvpool-recv"
 
     def handle(self, task: TransferTask) -> None:
         failed = load_blocks(
-            self.backend, self.guard, self.layout, task.keys, task.block_ids, self.batch_keys
+            self.backend,
+            self.guard,
+            self.layout,
+            task.keys,
+            task.block_ids,
+            self.batch_keys,
+            deadline=task.deadline,
         )
-        self.on_done(task.req_id, len(task.block_ids), failed)
+        self.on_done(task, len(task.block_ids), failed)
 
     def abandon(self, task: TransferTask) -> None:
-        self.on_done(task.req_id, len(task.block_ids), list(task.block_ids))
+        self.on_done(task, len(task.block_ids), list(task.block_ids))

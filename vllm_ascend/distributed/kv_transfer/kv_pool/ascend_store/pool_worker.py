@@ -14,6 +14,12 @@ its own key. Per step:
 - Blocks that did not load (missing key, store failure) are reported through
   `get_block_ids_with_load_errors`; vLLM then recomputes them or fails the request according
   to `kv_load_failure_policy`.
+- An asynchronous load not done `load_timeout_s` after it was queued (a store call that hangs)
+  is reported finished with all its blocks failed at the next `get_finished`, so the request
+  leaves `WAITING_FOR_REMOTE_KVS` (and an aborted one frees its blocks) without waiting for the
+  store's own timeouts. The store call itself cannot be recalled: a batch already inside the
+  store may still write its blocks when it returns (with the same prefix's KV); no further
+  batch of that load starts, and its late result is dropped.
 """
 
 from __future__ import annotations
@@ -115,6 +121,7 @@ class KVPoolWorker:
         self._tracked: set[str] = set()  # requests with saves, not yet reported finished
         self._finished: set[str] = set()  # of those, finished on the scheduler
         self._recv_done: set[str] = set()
+        self._async_loads: dict[str, TransferTask] = {}  # queued or running, not yet reported
         self._load_errors: set[int] = set()
         self.recorder = StatsRecorder(AscendStoreStats)
 
@@ -182,7 +189,10 @@ class KVPoolWorker:
         for load in meta.loads:
             load_keys = self.db.keys(load.block_hashes, self.tp_rank, self.pp_rank)
             if load.is_async:
-                task = TransferTask(load.req_id, load_keys, list(load.block_ids))
+                deadline = time.monotonic() + self.config.load_timeout_s
+                task = TransferTask(load.req_id, load_keys, list(load.block_ids), None, deadline)
+                with self._cond:
+                    self._async_loads[load.req_id] = task
                 if not recver.submit(task):
                     self.guard.log.warning(
                         "load_queue_full",
@@ -190,7 +200,7 @@ class KVPoolWorker:
                         self.config.load_queue_size,
                         load.req_id,
                     )
-                    self._on_loaded(load.req_id, len(load.block_ids), list(load.block_ids))
+                    self._on_loaded(task, len(load.block_ids), list(load.block_ids))
                 continue
             keys.extend(load_keys)
             block_ids.extend(load.block_ids)
@@ -202,13 +212,49 @@ class KVPoolWorker:
             with self._cond:
                 self._load_errors.update(failed)
 
-    def _on_loaded(self, req_id: str, total: int, failed: list[int]) -> None:
+    def _on_loaded(self, task: TransferTask, total: int, failed: list[int]) -> None:
         # Receiving thread (or the queue-full path): errors first, then completion, atomically,
-        # so a request is never reported done before its failed blocks.
-        self._count_loads(total, failed)
+        # so a request is never reported done before its failed blocks. A load past its
+        # deadline was reported already (and its request may have a newer load): drop it.
         with self._cond:
-            self._load_errors.update(failed)
-            self._recv_done.add(req_id)
+            current = self._async_loads.get(task.req_id) is task
+            if current:
+                del self._async_loads[task.req_id]
+                self._load_errors.update(failed)
+                self._recv_done.add(task.req_id)
+        if current:
+            self._count_loads(total, failed)
+        else:
+            logger.info(
+                "KV pool: load of request %s returned after its %.0f s deadline; dropped",
+                task.req_id,
+                self.config.load_timeout_s,
+            )
+
+    def _expire_loads(self) -> list[TransferTask]:
+        # With self._cond held: report loads past their deadline as done with every block
+        # failed; the receiving thread's late result is then dropped (_on_loaded).
+        now = time.monotonic()
+        expired = [
+            t for t in self._async_loads.values() if t.deadline is not None and now >= t.deadline
+        ]
+        for task in expired:
+            del self._async_loads[task.req_id]
+            self._load_errors.update(task.block_ids)
+            self._recv_done.add(task.req_id)
+        return expired
+
+    def _report_expired(self, expired: list[TransferTask]) -> None:
+        for task in expired:
+            self.recorder.add("load_failed_blocks", len(task.block_ids))
+            self.guard.log.warning(
+                "load_timeout",
+                "KV pool: asynchronous load of request %s (%d block(s)) not done within "
+                "load_timeout_s=%g s; it fails as a load error (kv_load_failure_policy applies)",
+                task.req_id,
+                len(task.block_ids),
+                self.config.load_timeout_s,
+            )
 
     def _count_loads(self, total: int, failed: Sequence[int]) -> None:
         self.recorder.add("loaded_blocks", total - len(failed))
@@ -244,15 +290,15 @@ class KVPoolWorker:
                     self.config.save_queue_size,
                     len(keys),
                 )
-                self._on_saved(save.req_id, 0, {0: len(keys)})
+                self._on_saved(task, 0, {0: len(keys)})
 
-    def _on_saved(self, req_id: str, stored: int, failures: dict[int, int]) -> None:
+    def _on_saved(self, task: TransferTask, stored: int, failures: dict[int, int]) -> None:
         with self._cond:
-            left = self._pending_saves.get(req_id, 0) - 1
+            left = self._pending_saves.get(task.req_id, 0) - 1
             if left > 0:
-                self._pending_saves[req_id] = left
+                self._pending_saves[task.req_id] = left
             else:
-                self._pending_saves.pop(req_id, None)
+                self._pending_saves.pop(task.req_id, None)
             self.recorder.add("saved_blocks", stored)
             self.recorder.add("save_failed_blocks", sum(failures.values()))
             self._cond.notify_all()
@@ -290,13 +336,15 @@ class KVPoolWorker:
 
     def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None, set[str] | None]:
         """`(finished_sending, finished_recving)`: finished requests whose saves are all done,
-        and requests whose asynchronous load is done."""
+        and requests whose asynchronous load is done or past its deadline (then failed)."""
         with self._cond:
             self._finished.update(r for r in finished_req_ids if r in self._tracked)
             sending = {r for r in self._finished if r not in self._pending_saves}
             self._finished -= sending
             self._tracked -= sending
+            expired = self._expire_loads() if self._async_loads else []
             recving, self._recv_done = self._recv_done, set()
+        self._report_expired(expired)
         return sending or None, recving or None
 
     def get_block_ids_with_load_errors(self) -> set[int]:
