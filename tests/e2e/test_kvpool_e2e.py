@@ -264,7 +264,7 @@ def test_pool_full_evicts_and_outputs_stay_correct(
     stored = after["saved_blocks"] - before["saved_blocks"]
     failed = after["save_failed_blocks"] - before["save_failed_blocks"]
     assert stored + failed == 64 * 20  # every block was offered to the pool
-    keys_after = master.key_count()
+    keys_after = _settled_key_count(master)
     assert keys_after <= capacity_blocks
     assert keys_before + stored > keys_after  # the store evicted entries to make room
     # A rerun loads what the pool still holds, and is still right.
@@ -277,6 +277,21 @@ def test_pool_full_evicts_and_outputs_stay_correct(
     if final["load_failed_blocks"] == after["load_failed_blocks"]:
         # Every hit vLLM counted was a block read from the pool.
         assert sum(g.num_cached_tokens for g in rerun) == BLOCK_TOKENS * loaded
+
+
+def _settled_key_count(master: MooncakeMaster, timeout_s: float = 30.0) -> int:
+    """The pool's key count once the master's eviction has stopped changing it (Mooncake
+    evicts in the background: a lookup made while it still runs can miss what the rerun
+    below expects to find)."""
+    deadline = time.monotonic() + timeout_s
+    count = master.key_count()
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        again = master.key_count()
+        if again == count:
+            return count
+        count = again
+    return count
 
 
 # ---- the master dies and comes back ------------------------------------------------------------
