@@ -14,7 +14,7 @@ from migrator import text as T
 from migrator.locator import SourceMap
 
 if TYPE_CHECKING:
-    from migrator.sites.drop import DropPlan
+    from migrator.sites.plan import DropPlan
 
 
 @dataclass

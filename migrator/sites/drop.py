@@ -20,37 +20,17 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from migrator import findings as F
 from migrator.sites.buffer import EditBuffer
 from migrator.sites.compat import bindings, catches_import_error
 from migrator.sites.context import SiteContext
-from migrator.sites.guards import Floor, decide, mentions_decided_guard
+from migrator.sites.guards import decide, mentions_decided_guard
+from migrator.sites.plan import Cut, DropPlan, Floor
 
 _ELSE = re.compile(r"(?m)^[ \t]*else[ \t]*:")
 _INDENT = re.compile(r"[ \t]*")
-
-
-@dataclass
-class Cut:
-    """Replace `text[start:end]` with `new`, after the indentation `indent_line` will have
-    (None: no indentation)."""
-
-    start: int
-    end: int
-    new: str = ""
-    indent_line: int | None = None
-
-
-@dataclass
-class DropPlan:
-    """The edits of `--drop-compat` in one module: `cuts`, and the columns of indentation
-    each kept line loses (`dedent`, by line number)."""
-
-    floor: Floor
-    cuts: list[Cut] = field(default_factory=list)
-    dedent: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass

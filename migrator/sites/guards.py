@@ -19,36 +19,18 @@ at info level). Undecided branches are migrated as any other code.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 
 from migrator import findings as F
 from migrator.options import COMPARISONS
 from migrator.sites.buffer import EditBuffer
 from migrator.sites.context import SiteContext
+from migrator.sites.plan import Floor
 from rules import RulesError, version_key
 
 
 def comparison(helper: str) -> str | None:
     """The comparison a helper's name says (`vllm_version_lt` -> `<`), or None."""
     return COMPARISONS.get(helper.rpartition("_")[2])
-
-
-@dataclass(frozen=True)
-class Floor:
-    """The versions code may still run on: `version` and later (`inclusive`), or only the
-    versions after it."""
-
-    version: str
-    inclusive: bool
-
-    def excludes(self, version: str) -> bool:
-        """Whether `version` itself can no longer run."""
-        key, floor = version_key(version), version_key(self.version)
-        return key < floor or (key == floor and not self.inclusive)
-
-    def at_or_above(self, version: str) -> bool:
-        """Whether every version that can still run is `version` or later."""
-        return version_key(version) <= version_key(self.version)
 
 
 def decide(test: ast.expr, helpers: tuple[str, ...], floor: Floor) -> bool | None:
