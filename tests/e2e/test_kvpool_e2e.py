@@ -273,10 +273,13 @@ def test_pool_full_evicts_and_outputs_stay_correct(
     assert tokens(rerun) == expected[-8:]
     final = engine_a.call(f"{PROBE}:stats")
     loaded = final["loaded_blocks"] - after["loaded_blocks"]
-    assert loaded > 0
+    cached = sum(g.num_cached_tokens for g in rerun)
+    # Mooncake evicts in the background by its own policy, so the rerun's prompts may have
+    # lost their first blocks; whatever the lookups did find was read from the pool.
+    assert (loaded > 0) == (cached > 0)
     if final["load_failed_blocks"] == after["load_failed_blocks"]:
         # Every hit vLLM counted was a block read from the pool.
-        assert sum(g.num_cached_tokens for g in rerun) == BLOCK_TOKENS * loaded
+        assert cached == BLOCK_TOKENS * loaded
 
 
 def _settled_key_count(master: MooncakeMaster, timeout_s: float = 30.0) -> int:
