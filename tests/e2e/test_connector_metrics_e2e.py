@@ -11,43 +11,17 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from harness import ServiceProcess, engine_env, free_port, token_prompts
+from openai_server import serve_argv, wait_ready
 
-START_TIMEOUT_S = 300.0
 # Metrics reach the API server with the engine's next stats update: wait for them, bounded.
 SCRAPE_WAIT_S = 60.0
 PROMPT_TOKENS = 70  # 2 full blocks of 32 tokens, + 6
-
-
-def serve_argv(model: Path, port: int, kv_config: dict[str, Any]) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(model),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--dtype",
-        "bfloat16",
-        "--enforce-eager",
-        "--block-size",
-        "32",
-        "--max-model-len",
-        "1024",
-        "--seed",
-        "0",
-        "--kv-transfer-config",
-        json.dumps(kv_config),
-    ]
 
 
 def http(url: str, body: dict[str, Any] | None = None, method: str = "GET") -> bytes:
@@ -56,20 +30,6 @@ def http(url: str, body: dict[str, Any] | None = None, method: str = "GET") -> b
     with urllib.request.urlopen(request, timeout=300) as response:
         assert response.status == 200, url
         return bytes(response.read())
-
-
-def wait_ready(url: str, service: ServiceProcess) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        assert service.proc is not None
-        if service.proc.poll() is not None:
-            raise RuntimeError(f"vllm serve exited:\n{service.log_tail()}")
-        try:
-            http(f"{url}/health")
-            return
-        except OSError:
-            time.sleep(0.5)
-    raise TimeoutError(f"{url} not ready after {START_TIMEOUT_S} s:\n{service.log_tail()}")
 
 
 def counters(url: str, prefix: str) -> dict[str, float]:

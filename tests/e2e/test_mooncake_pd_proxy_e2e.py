@@ -21,55 +21,14 @@ from typing import Any
 
 import pytest
 from harness import REPO_ROOT, ServiceProcess, engine_env, free_port, token_prompts
+from openai_server import serve_argv, wait_ready
 
 pytest.importorskip("mooncake.engine")
 
 MAX_TOKENS = 12
-START_TIMEOUT_S = 300.0
 DECODE_MAX_MODEL_LEN = 256
 # Far above the S16 bound below: a release within it cannot be the timeout's doing.
 SEND_TIMEOUT_S = 300
-
-
-def server_argv(model: Path, port: int, kv_config: dict[str, Any], max_model_len: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(model),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--dtype",
-        "bfloat16",
-        "--enforce-eager",
-        "--block-size",
-        "32",
-        "--max-model-len",
-        str(max_model_len),
-        "--seed",
-        "0",
-        "--kv-transfer-config",
-        json.dumps(kv_config),
-    ]
-
-
-def wait_ready(url: str, service: ServiceProcess, timeout_s: float = START_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert service.proc is not None
-        if service.proc.poll() is not None:
-            raise RuntimeError(f"{service.argv[:4]} exited:\n{service.log_tail()}")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise TimeoutError(f"{url} not ready after {timeout_s} s:\n{service.log_tail()}")
 
 
 def post(url: str, body: dict[str, Any]) -> tuple[int, bytes]:
@@ -149,12 +108,12 @@ def pd_services(
     }
     services = {
         "prefill": ServiceProcess(
-            server_argv(tiny_model_dir, int(p_url.rsplit(":", 1)[1]), prefill_cfg, 1024),
+            serve_argv(tiny_model_dir, int(p_url.rsplit(":", 1)[1]), prefill_cfg, 1024),
             env=env,
             log_path=logs / "prefill.log",
         ),
         "decode": ServiceProcess(
-            server_argv(
+            serve_argv(
                 tiny_model_dir, int(d_url.rsplit(":", 1)[1]), decode_cfg, DECODE_MAX_MODEL_LEN
             ),
             env=env,
