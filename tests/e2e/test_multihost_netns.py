@@ -16,7 +16,9 @@ host silent while its processes run on: packets to it vanish, nothing answers "r
 The reference tokens come from the session's baseline engine (no connector, no network).
 
 Bounds: the pool engines set Mooncake's TCP progress/status timeouts (`MC_TCP_*_TIMEOUT_SEC`)
-and engine B a `load_timeout_s`; the master forgets a silent client after `--client_ttl`. Every
+and engine B a `load_timeout_s` (and a `failed_load_ttl_s` longer than the test's cut, so a
+block whose load failed stays a miss throughout it); the master forgets a silent client after
+`--client_ttl`. Every
 wait is bounded by the harness timeouts passed below (a hang fails the test with the engine's
 log); none of them is a speed assertion.
 """
@@ -63,6 +65,7 @@ PD_KV_PORT = 30100
 CLIENT_TTL_S = 15  # the master forgets a client this long after its last heartbeat
 MC_TCP_TIMEOUT_S = 8  # Mooncake: a transfer without progress is dropped after this
 LOAD_TIMEOUT_S = 4  # engine B: an asynchronous load not done by then is a failed load
+FAILED_LOAD_TTL_S = CLIENT_TTL_S * 4  # engine B: a block whose load failed is a miss this long
 PD_TRANSFER_TIMEOUT_S = 5
 BLOCK_TOKENS = 32
 LONG = 600  # tokens: 18 full blocks
@@ -129,7 +132,13 @@ def pool_engines(
     }
     a, b = network["a"], network["b"]
     engine_a = engine_on(a, tiny_model_dir, tmp_path, pool_config(a, pool), tcp_env)
-    config_b = pool_config(b, pool, load_async=True, load_timeout_s=LOAD_TIMEOUT_S)
+    config_b = pool_config(
+        b,
+        pool,
+        load_async=True,
+        load_timeout_s=LOAD_TIMEOUT_S,
+        failed_load_ttl_s=FAILED_LOAD_TTL_S,
+    )
     engine_b = engine_on(b, tiny_model_dir, tmp_path, config_b, tcp_env)
     start_all([engine_a, engine_b])
     try:
@@ -214,14 +223,21 @@ class TestPoolAcrossHosts:
         try:
             # The master still lists the pool's segment (for CLIENT_TTL_S): B's lookup hits,
             # its load stalls on the silent host, ends at load_timeout_s, and B recomputes.
-            # vLLM looks the request up again after a failed load, and the pool still lists
-            # the blocks: the load repeats until the master forgets the host (CLIENT_TTL_S).
+            # vLLM looks the request up again after a failed load: B answers the blocks that
+            # failed as misses (failed_load_ttl_s) instead of loading from the silent host again.
             stalled = generated(engine_b, prompt, timeout_s=(CLIENT_TTL_S + LOAD_TIMEOUT_S) * 4)
             assert [g.token_ids for g in stalled] == expected
             after_b = pool_stats(engine_b)
             assert after_b["loaded_blocks"] == before_b["loaded_blocks"]
             failed = after_b["load_failed_blocks"] - before_b["load_failed_blocks"]
-            assert failed >= 18 and failed % 18 == 0, failed  # whole loads, never partial
+            assert failed == 18, failed  # one whole load, never partial, never repeated
+            # A later request with that prefix (B's own cache reset) is a plain miss: no load.
+            wait_saves(engine_b)
+            assert engine_b.reset_prefix_cache()
+            again = generated(engine_b, prompt, timeout_s=MC_TCP_TIMEOUT_S * 15)
+            assert again[0].num_cached_tokens == 0
+            assert [g.token_ids for g in again] == expected
+            assert pool_stats(engine_b)["load_failed_blocks"] == after_b["load_failed_blocks"]
             # Then the master forgets the silent client and its segment: plain misses.
             wait_until(lambda: pool.capacity() == 0, CLIENT_TTL_S * 6, "segment dropped")
             for engine in (engine_a, engine_b):

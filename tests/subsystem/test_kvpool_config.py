@@ -202,10 +202,14 @@ def test_connector_extra_config() -> None:
     assert cfg.load_async and cfg.retry_interval_s == 1.0
     assert cfg.load_timeout_s == 30.0
     assert AscendStoreConfig.from_extra_config({"load_timeout_s": 2.5}).load_timeout_s == 2.5
+    assert cfg.failed_load_ttl_s == 10.0
+    assert AscendStoreConfig.from_extra_config({"failed_load_ttl_s": 0.5}).failed_load_ttl_s == 0.5
     for extra, message in [
         ({"load_timeout_s": 0}, "load_timeout_s"),
         ({"load_timeout_s": "soon"}, "load_timeout_s"),
         ({"load_timeoutt_s": 1}, r"valid keys.*'load_timeout_s'"),
+        ({"failed_load_ttl_s": 0}, "failed_load_ttl_s"),
+        ({"failed_load_ttl_s": "15s"}, "failed_load_ttl_s"),
         ({"backend": "redis"}, "must be one of"),
         ({"mooncake": "x"}, "must be an object"),
         ({"load_async": "yes"}, "load_async"),

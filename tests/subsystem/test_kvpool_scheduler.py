@@ -1,10 +1,11 @@
 """The pool's scheduler side with real vLLM objects (config, requests, block hashes, scheduler
-output) and a real Mooncake store: lookups, load and save planning, delayed frees, keys."""
+output) and a real Mooncake store: lookups, load and save planning, delayed frees, keys, and
+blocks whose load failed answered as misses for `failed_load_ttl_s`."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +35,12 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
     KVCacheGroupSpec,
     KVCacheTensor,
 )
+from vllm.v1.outputs import KVConnectorOutput  # noqa: E402
 from vllm.v1.request import Request  # noqa: E402
 
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (  # noqa: E402
+    Backend,
+)
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.mooncake_backend import (  # noqa: E402
     MooncakeBackend,
 )
@@ -245,3 +250,142 @@ def test_a_consumer_only_engine_never_saves(
         assert sched.request_finished(req) is False
     finally:
         sched.shutdown()
+
+
+# ---- blocks whose load failed: misses for failed_load_ttl_s ---------------------------------
+
+
+class CountingBackend(Backend):
+    """Test double: the real store, recording the keys of every `exists` call."""
+
+    def __init__(self, inner: Backend) -> None:
+        super().__init__(None)
+        self.inner = inner
+        self.name = inner.name
+        self.exists_calls: list[list[str]] = []
+
+    def register_buffer(self, ptrs: Sequence[int], lengths: Sequence[int]) -> None:
+        self.inner.register_buffer(ptrs, lengths)
+
+    def exists(self, keys: Sequence[str]) -> list[int]:
+        self.exists_calls.append(list(keys))
+        return self.inner.exists(keys)
+
+    def put(
+        self, keys: Sequence[str], addrs: Sequence[Sequence[int]], sizes: Sequence[Sequence[int]]
+    ) -> list[int]:
+        return self.inner.put(keys, addrs, sizes)
+
+    def get(
+        self, keys: Sequence[str], addrs: Sequence[Sequence[int]], sizes: Sequence[Sequence[int]]
+    ) -> list[int]:
+        return self.inner.get(keys, addrs, sizes)
+
+    def is_reachable(self) -> bool:
+        return self.inner.is_reachable()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+TTL_S = 10.0
+
+
+@pytest.fixture
+def counted(
+    model_dirs: tuple[Path, Path], master: MooncakeMaster
+) -> Iterator[tuple[KVPoolScheduler, CountingBackend, FakeClock]]:
+    config = AscendStoreConfig.from_extra_config(
+        {"mooncake": master.store_config(), "failed_load_ttl_s": TTL_S}
+    )
+    backend = CountingBackend(MooncakeBackend(None, master.store_config(), lookup_only=True))
+    clock = FakeClock()
+    sched = KVPoolScheduler(
+        vllm_config(model_dirs[0]), kv_cache_config(), config, backend=backend, clock=clock
+    )
+    yield sched, backend, clock
+    sched.shutdown()
+
+
+def plan_load(sched: KVPoolScheduler, req: Request, ids: list[int], hit_blocks: int) -> list[int]:
+    """Look `req` up, allocate `ids`, build the step: the block ids of the planned load."""
+    assert sched.get_num_new_matched_tokens(req, 0) == (hit_blocks * BS, False)
+    sched.update_state_after_alloc(req, blocks(ids), hit_blocks * BS)
+    out = SchedulerOutput.make_empty()
+    out.scheduled_new_reqs = [NewRequestData.from_request(req, (ids,))]
+    out.num_scheduled_tokens = {req.request_id: 1}
+    (load,) = sched.build_connector_meta(out).loads
+    sched.request_finished(req)
+    return load.block_ids
+
+
+def test_a_failed_load_is_a_miss_without_asking_the_store_until_the_ttl_ends(
+    counted: tuple[KVPoolScheduler, CountingBackend, FakeClock], store: MooncakeBackend
+) -> None:
+    sched, backend, clock = counted
+    req = request("dead-host", 4 * BS + 5, seed=500)
+    fill(store, sched.db, req.block_hashes[:4])
+    loaded = plan_load(sched, req, [60, 61, 62, 63, 64], 4)
+    assert loaded == [60, 61, 62, 63] and len(backend.exists_calls) == 1
+    sched.take_stats()
+    # The workers report the whole load failed (and a block id this side never loaded into).
+    sched.update_connector_output(KVConnectorOutput(invalid_block_ids={*loaded, 7}))
+    again = request("dead-host-2", 4 * BS + 5, seed=500)  # same prompt, same hashes
+    assert sched.get_num_new_matched_tokens(again, 0) == (0, False)
+    assert len(backend.exists_calls) == 1  # answered without asking the store
+    stats = sched.take_stats()
+    assert stats is not None and stats.data.get("failed_load_misses") == 4
+    assert "lookups" not in stats.data
+    clock.now += TTL_S - 0.5
+    assert sched.get_num_new_matched_tokens(again, 0) == (0, False)
+    assert len(backend.exists_calls) == 1
+    clock.now += 0.5  # the TTL is over: the store is asked again, and still lists them
+    assert sched.get_num_new_matched_tokens(again, 0) == (4 * BS, False)
+    assert len(backend.exists_calls) == 2
+
+
+def test_only_the_failed_blocks_skip_the_store(
+    counted: tuple[KVPoolScheduler, CountingBackend, FakeClock], store: MooncakeBackend
+) -> None:
+    sched, backend, _ = counted
+    req = request("partial", 5 * BS + 5, seed=501)
+    h = req.block_hashes
+    fill(store, sched.db, h[:5])
+    loaded = plan_load(sched, req, [70, 71, 72, 73, 74, 75], 5)
+    sched.update_connector_output(KVConnectorOutput(invalid_block_ids={loaded[2]}))
+    present = sched.lookup(h[:5])
+    # The hit ends at the failed block; the others are still asked (to skip their saves).
+    assert present == [True, True, False, True, True]
+    assert backend.exists_calls[-1] == sched.db.keys_all_ranks([h[0], h[1], h[3], h[4]])
+    # Nothing reported failed, or an empty report, changes nothing.
+    sched.update_connector_output(KVConnectorOutput())
+    assert sched.lookup([h[0]]) == [True]
+
+
+def test_a_failed_block_is_saved_again_when_its_request_computes_it(
+    counted: tuple[KVPoolScheduler, CountingBackend, FakeClock], store: MooncakeBackend
+) -> None:
+    sched, _, _ = counted
+    req = request("resave", 3 * BS + 5, seed=502)
+    h = req.block_hashes
+    fill(store, sched.db, h[:3])
+    loaded = plan_load(sched, req, [80, 81, 82, 83], 3)
+    sched.update_connector_output(KVConnectorOutput(invalid_block_ids=set(loaded)))
+    retry = request("resave-2", 3 * BS + 5, seed=502)
+    assert sched.get_num_new_matched_tokens(retry, 0) == (0, False)
+    ids = [90, 91, 92, 93]
+    sched.update_state_after_alloc(retry, blocks(ids), 0)
+    out = SchedulerOutput.make_empty()
+    out.scheduled_new_reqs = [NewRequestData.from_request(retry, (ids,))]
+    out.num_scheduled_tokens = {"resave-2": 3 * BS + 5}
+    (save,) = sched.build_connector_meta(out).saves
+    assert (save.block_ids, save.block_hashes) == ([90, 91, 92], h[:3])
+    sched.request_finished(retry)

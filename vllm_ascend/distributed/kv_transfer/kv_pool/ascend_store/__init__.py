@@ -9,6 +9,8 @@ Modules (each one job):
 - `step_metadata`: what the scheduler side sends the workers each step (`ReqMeta`,
   `AscendConnectorMetadata`);
 - `pool_scheduler`: scheduler side (lookups, load and save planning);
+- `load_failures`: blocks whose load failed, answered as misses for a while
+  (`RecentLoadFailures`);
 - `pool_worker`: worker side (loads, saves, completion reporting);
 - `kv_transfer`: the sending/receiving threads (re-exports the three modules below);
 - `block_layout`: block addresses (`KVCacheLayout`);

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from vllm.forward_context import ForwardContext
     from vllm.v1.attention.backend import AttentionMetadata
     from vllm.v1.kv_cache_interface import KVCacheConfig
+    from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
 
 __all__ = ["AscendConnectorMetadata", "AscendStoreConnector", "MooncakeConnectorStoreV1"]
@@ -127,6 +128,9 @@ class AscendStoreConnector(KVConnectorFacade[AscendStoreConfig, KVPoolScheduler,
         self, request: Request, block_ids: list[int]
     ) -> tuple[bool, dict[str, Any] | None]:
         return self._scheduler().request_finished(request), None
+
+    def update_connector_output(self, connector_output: KVConnectorOutput) -> None:
+        self._scheduler().update_connector_output(connector_output)
 
 
 # The name the 0.13 layout registered (docs/architecture.md, "Subsystem": vLLM resolves

@@ -24,6 +24,9 @@ Extra config keys (all optional):
 - `transfer_batch_keys` (64): keys per store call;
 - `load_timeout_s` (30): deadline of an asynchronous load, seconds from when the worker queues
   it; a load still running then ends as a load failure (`kv_load_failure_policy` applies);
+- `failed_load_ttl_s` (10): a block whose load failed is answered as a miss, without asking the
+  store, for this many seconds (a silent host's keys stay listed until the store forgets the
+  host: Mooncake's `--client_ttl`, default 10 s); then it is looked up again;
 - `error_log_interval_s` (10): at most one pool-error log line per kind per interval, seconds;
 - `retry_interval_s` (5): after a store failure the pool is bypassed this long, then probed;
 - `shutdown_timeout_s` (30): bound on draining queued saves at shutdown or preemption, seconds.
@@ -75,6 +78,7 @@ class AscendStoreConfig:
     load_queue_size: int = 64
     transfer_batch_keys: int = 64
     load_timeout_s: float = 30.0
+    failed_load_ttl_s: float = 10.0
     error_log_interval_s: float = 10.0
     retry_interval_s: float = 5.0
     shutdown_timeout_s: float = 30.0
@@ -89,6 +93,7 @@ class AscendStoreConfig:
         "load_queue_size",
         "transfer_batch_keys",
         "load_timeout_s",
+        "failed_load_ttl_s",
         "error_log_interval_s",
         "retry_interval_s",
         "shutdown_timeout_s",
@@ -140,6 +145,7 @@ class AscendStoreConfig:
             load_queue_size=integer("load_queue_size", cls.load_queue_size),
             transfer_batch_keys=integer("transfer_batch_keys", cls.transfer_batch_keys),
             load_timeout_s=seconds("load_timeout_s", cls.load_timeout_s),
+            failed_load_ttl_s=seconds("failed_load_ttl_s", cls.failed_load_ttl_s),
             error_log_interval_s=seconds("error_log_interval_s", cls.error_log_interval_s),
             retry_interval_s=seconds("retry_interval_s", cls.retry_interval_s),
             shutdown_timeout_s=seconds("shutdown_timeout_s", cls.shutdown_timeout_s),

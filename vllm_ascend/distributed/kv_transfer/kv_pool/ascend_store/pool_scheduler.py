@@ -11,12 +11,17 @@ planned each step for prompt blocks whose KV becomes complete in that step
 (`request_finished` returns True) until every worker reports its saves done.
 
 A pool that fails (see `pool_guard.PoolGuard`) answers "nothing present": requests run as if
-the pool were empty, and the failure is logged once per interval.
+the pool were empty, and the failure is logged once per interval. Blocks whose load failed (the
+workers' `invalid_block_ids`, seen in `update_connector_output`) are answered "absent" without
+asking the store for `failed_load_ttl_s` (`load_failures.RecentLoadFailures`): a silent host's
+keys stay listed for a while, and each retried load would fail again after its timeouts.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -26,6 +31,9 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend im
 )
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.config_data import (
     AscendStoreConfig,
+)
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.load_failures import (
+    RecentLoadFailures,
 )
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_client import (
     check_single_group,
@@ -47,6 +55,7 @@ if TYPE_CHECKING:
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
     from vllm.v1.core.sched.output import SchedulerOutput
     from vllm.v1.kv_cache_interface import KVCacheConfig
+    from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
 
 __all__ = ["KVPoolScheduler", "check_single_group"]
@@ -56,6 +65,10 @@ logger = init_logger(__name__)
 # vLLM's non-cryptographic prefix-cache hashes use a per-process random seed unless
 # PYTHONHASHSEED is set: their block hashes then differ between engines.
 _PER_PROCESS_HASHES = ("xxhash", "xxhash_cbor")
+
+# Bound on the block hashes remembered as failed loads (oldest dropped first): ~150 bytes
+# each, and far more than the blocks a scheduler loads within one `failed_load_ttl_s`.
+FAILED_LOAD_MAX_BLOCKS = 16384
 
 
 @dataclass
@@ -83,6 +96,7 @@ class KVPoolScheduler:
         kv_cache_config: the KV cache layout (block size, bytes per block for the keys).
         config: the connector's validated extra config.
         backend: a connected store client (default: a lookup-only client from `config`).
+        clock: time source (seconds, monotonic) of the failed-load memory, for tests.
 
     Raises:
         ValueError: an unsupported KV cache layout or an invalid store config.
@@ -95,6 +109,7 @@ class KVPoolScheduler:
         kv_cache_config: KVCacheConfig,
         config: AscendStoreConfig,
         backend: Backend | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         pool = open_pool(
             vllm_config, kv_cache_config, config, backend, side="scheduler", lookup_only=True
@@ -123,6 +138,12 @@ class KVPoolScheduler:
         self._requests: dict[str, _RequestState] = {}
         self._lookups: dict[str, _Lookup] = {}
         self._step_loads: list[ReqMeta] = []
+        self.failed_loads = RecentLoadFailures(
+            config.failed_load_ttl_s, FAILED_LOAD_MAX_BLOCKS, clock
+        )
+        # KV cache block id -> hash of the block last planned to load into it: the workers
+        # report failed loads by block id. At most one entry per KV cache block.
+        self._load_hashes: dict[int, bytes] = {}
         logger.info(
             "AscendStoreConnector scheduler: backend %s, keys %s*, load %s, save %s",
             self.backend.name,
@@ -134,24 +155,32 @@ class KVPoolScheduler:
     # ---- lookups ----------------------------------------------------------------------------
 
     def lookup(self, block_hashes: Sequence[bytes]) -> list[bool]:
-        """Whether each block is in the pool on every worker: one `exists` round trip.
+        """Whether each block is in the pool on every worker: at most one `exists` round trip.
 
-        A pool that is bypassed or fails answers all False.
+        A pool that is bypassed or fails answers all False; a block whose load failed within
+        `failed_load_ttl_s` is False without asking the store (no round trip if all are).
         """
         if not block_hashes:
             return []
         if not self.guard.available("lookup"):
             return [False] * len(block_hashes)
-        keys = self.db.keys_all_ranks(block_hashes)
+        asked = [i for i, h in enumerate(block_hashes) if h not in self.failed_loads]
+        self.recorder.add("failed_load_misses", len(block_hashes) - len(asked))
+        present = [False] * len(block_hashes)
+        if not asked:
+            return present
+        keys = self.db.keys_all_ranks([block_hashes[i] for i in asked])
         self.num_lookups += 1
         self.recorder.add("lookups")
         try:
             found = self.backend.exists(keys)
         except BackendError as exc:
             self.guard.failed("lookup", exc)
-            return [False] * len(block_hashes)
+            return present
         ranks = len(self.key_metadata.ranks())
-        return [all(found[i * ranks : (i + 1) * ranks]) for i in range(len(block_hashes))]
+        for n, i in enumerate(asked):
+            present[i] = all(found[n * ranks : (n + 1) * ranks])
+        return present
 
     def get_num_new_matched_tokens(
         self, request: Request, num_computed_tokens: int
@@ -197,14 +226,35 @@ class KVPoolScheduler:
         first = found.num_computed_tokens // self.block_size
         count = num_external_tokens // self.block_size
         block_ids = blocks.get_block_ids()[0]
-        self._step_loads.append(
-            ReqMeta(
-                req_id,
-                list(block_ids[first : first + count]),
-                list(request.block_hashes[first : first + count]),
-                is_async=self.load_async,
-            )
+        load = ReqMeta(
+            req_id,
+            list(block_ids[first : first + count]),
+            list(request.block_hashes[first : first + count]),
+            is_async=self.load_async,
         )
+        self._load_hashes.update(zip(load.block_ids, load.block_hashes, strict=True))
+        self._step_loads.append(load)
+
+    def update_connector_output(self, connector_output: KVConnectorOutput) -> None:
+        """Remember the blocks the workers failed to load (`invalid_block_ids`) as misses.
+
+        A block id is mapped to the hash last planned to load into it; a failure reported
+        after its block was reused for another load (preemption under asynchronous
+        scheduling) marks that load's hash instead: a needless miss for a while, never a
+        wrong hit.
+        """
+        failed = [
+            self._load_hashes.pop(block_id)
+            for block_id in connector_output.invalid_block_ids
+            if block_id in self._load_hashes
+        ]
+        if failed:
+            self.failed_loads.add(failed)
+            logger.debug(
+                "KV pool: %d block(s) failed to load; answered as misses for %g s",
+                len(failed),
+                self.failed_loads.ttl_s,
+            )
 
     def build_connector_meta(self, scheduler_output: SchedulerOutput) -> AscendConnectorMetadata:
         """This step's loads (planned at allocation) and saves (blocks complete after it)."""

@@ -1,7 +1,8 @@
 """`AscendStoreStats`: the KV pool connector's counters, for vLLM's metrics (`/metrics`:
 `vllm:ascend_store_<name>_total`).
 
-The scheduler side counts lookups and hits, the workers count the blocks they moved.
+The scheduler side counts lookups, hits and blocks skipped after failed loads; the workers
+count the blocks they moved.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ class AscendStoreStats(CounterStats):
     COUNTERS = {
         "lookups": "Batched existence checks the scheduler sent to the store.",
         "hit_blocks": "KV blocks of prompt prefixes found in the pool (prefix hits).",
+        "failed_load_misses": (
+            "Prompt blocks answered as misses without asking the store: their load failed "
+            "within failed_load_ttl_s."
+        ),
         "loaded_blocks": "KV blocks read from the pool into the KV cache, all workers.",
         "load_failed_blocks": "KV blocks whose load failed (missing, store error), all workers.",
         "saved_blocks": "KV blocks written to the pool (or already there), all workers.",
