@@ -10,13 +10,13 @@ session:
 Blocks are shuffled on both sides (no coalescing), as in a long-running engine.
 
 `ttft`: time to first token of a 1,024-token prompt on the tiny model: a single engine vs the
-disaggregated pair (prefill with `max_tokens=1`, then decode), uniproc vLLM CPU engines; the
-decode side with and without its idle-step wait (`IDLE_STEP_WAIT_S`, set through a
-benchmark-only call into the decode engine), with its step count.
+disaggregated pair with our connector (with and without its idle-step wait) and with vLLM's own
+`MooncakeConnector` (under a benchmark-only CPU patch); lives in `pd_ttft_bench.py`, which
+documents it and takes the same arguments after `ttft`.
 
 Usage:
     python benchmarks/mooncake_pd_bench.py transfer [--blocks 64 128 256] [--repeats 7]
-    python benchmarks/mooncake_pd_bench.py ttft [--repeats 5]
+    python benchmarks/mooncake_pd_bench.py ttft [--repeats 5] [--json PATH] [--variants ...]
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -199,125 +198,17 @@ def bench_transfer(blocks: list[int], repeats: int) -> list[dict[str, Any]]:
             peer.kill()
 
 
-def engine_set_idle_wait(llm: Any, seconds: float) -> None:
-    """Benchmark-only, run in the decode engine: set how long `get_finished` waits for a read
-    in flight on a step without a forward pass (0: the behaviour before that wait existed)."""
-    from vllm_ascend.distributed.kv_transfer.kv_p2p import worker
-
-    worker.IDLE_STEP_WAIT_S = seconds
-
-
-def engine_take_steps(llm: Any) -> int:
-    """Benchmark-only, run in the decode engine: worker steps (`get_finished` calls) since the
-    last call, counted by wrapping the worker's method."""
-    from vllm.distributed.kv_transfer import get_kv_transfer_group
-
-    worker = get_kv_transfer_group().worker
-    if not hasattr(worker, "bench_steps"):
-        inner = worker.get_finished
-
-        def counted() -> Any:
-            worker.bench_steps += 1
-            return inner()
-
-        worker.bench_steps = 0
-        worker.get_finished = counted
-    steps, worker.bench_steps = worker.bench_steps, 0
-    return int(steps)
-
-
-def bench_ttft(repeats: int, prompt_tokens: int) -> dict[str, Any]:
-    """Per repetition, fresh prompts (no prefix-cache hit anywhere): one on the single engine,
-    and one P/D pair per decode variant (`idle_wait`: the shipped `IDLE_STEP_WAIT_S`;
-    `no_idle_wait`: 0), the two variants alternating which runs first."""
-    sys.path.insert(0, str(REPO / "tests" / "e2e"))
-    from harness import UNIPROC_LLM_KWARGS, EngineProcess, free_port, token_prompts
-    from mooncake_pd import MOONCAKE_ENV, decode, pd_config, prefill
-    from tiny_model import build_tiny_llama
-
-    from vllm_ascend.distributed.kv_transfer.kv_p2p.worker import IDLE_STEP_WAIT_S
-
-    here = str(Path(__file__).resolve())
-    model = build_tiny_llama(Path(tempfile.mkdtemp(prefix="vam-bench-model-")))
-    kwargs = {**UNIPROC_LLM_KWARGS, "max_model_len": prompt_tokens + 64}
-    single = EngineProcess(model, llm_kwargs=kwargs, env=MOONCAKE_ENV).start()
-    producer = EngineProcess(
-        model,
-        kv_transfer_config=pd_config("kv_producer", free_port()),
-        llm_kwargs=kwargs,
-        env=MOONCAKE_ENV,
-    ).start()
-    consumer = EngineProcess(
-        model,
-        kv_transfer_config=pd_config("kv_consumer", free_port()),
-        llm_kwargs=kwargs,
-        env=MOONCAKE_ENV,
-    ).start()
-    variants = {"idle_wait": IDLE_STEP_WAIT_S, "no_idle_wait": 0.0}
-    samples: dict[str, list[float]] = {"single": []}
-    for name in variants:
-        samples.update({f"{name}_prefill": [], f"{name}_decode": [], f"{name}_steps": []})
-    try:
-        consumer.call(f"{here}:engine_take_steps")  # installs the counter
-        seed = 1000
-        for rep in range(repeats + 1):  # the first repetition warms up
-            seed += 1
-            prompt = token_prompts(1, prompt_tokens, seed=seed)
-            started = time.perf_counter()
-            single.generate(prompt_token_ids=prompt, max_tokens=1)
-            single_time = time.perf_counter() - started
-            if rep:
-                samples["single"].append(single_time)
-            order = list(variants) if rep % 2 else list(reversed(variants))
-            for name in order:
-                seed += 1
-                prompt = token_prompts(1, prompt_tokens, seed=seed)
-                consumer.call(f"{here}:engine_set_idle_wait", seconds=variants[name])
-                started = time.perf_counter()
-                params = prefill(producer, prompt)
-                prefill_time = time.perf_counter() - started
-                consumer.call(f"{here}:engine_take_steps")
-                started = time.perf_counter()
-                decode(consumer, prompt, list(params), max_tokens=1)
-                decode_time = time.perf_counter() - started
-                steps = consumer.call(f"{here}:engine_take_steps")
-                if rep:
-                    samples[f"{name}_prefill"].append(prefill_time)
-                    samples[f"{name}_decode"].append(decode_time)
-                    samples[f"{name}_steps"].append(steps)
-        result: dict[str, Any] = {
-            "prompt_tokens": prompt_tokens,
-            "repeats": repeats,
-            "single_ttft_s": statistics.median(samples["single"]),
-        }
-        for name in variants:
-            pd = [
-                p + d
-                for p, d in zip(samples[f"{name}_prefill"], samples[f"{name}_decode"], strict=True)
-            ]
-            result[name] = {
-                "pd_ttft_s": statistics.median(pd),
-                "pd_prefill_s": statistics.median(samples[f"{name}_prefill"]),
-                "pd_decode_first_token_s": statistics.median(samples[f"{name}_decode"]),
-                "decode_steps": statistics.median(samples[f"{name}_steps"]),
-                "pd_over_single": statistics.median(pd) / result["single_ttft_s"],
-            }
-        result["samples"] = samples
-        return result
-    finally:
-        for engine in (consumer, producer, single):
-            engine.close()
-
-
 def main() -> int:
+    if sys.argv[1:2] == ["ttft"]:
+        from pd_ttft_bench import main as ttft_main  # this script's folder is on sys.path
+
+        return ttft_main(sys.argv[2:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("transfer")
     t.add_argument("--blocks", type=int, nargs="+", default=[64, 128, 256])
     t.add_argument("--repeats", type=int, default=9)
-    f = sub.add_parser("ttft")
-    f.add_argument("--repeats", type=int, default=5)
-    f.add_argument("--prompt-tokens", type=int, default=1024)
+    sub.add_parser("ttft", help="see pd_ttft_bench.py")
     p = sub.add_parser("peer")
     p.add_argument("port", type=int)
     p.add_argument("num_blocks", type=int)
@@ -337,8 +228,6 @@ def main() -> int:
                 f"| {r['blocks']} | {r['entries']} | {r['bytes'] / 2**20:.0f} | "
                 f"{r['raw_gbps']:.2f} | {r['connector_gbps']:.2f} | {r['ratio']:.0%} |"
             )
-    else:
-        print(json.dumps(bench_ttft(args.repeats, args.prompt_tokens), indent=2))
     return 0
 
 
