@@ -14,7 +14,10 @@ three things move the same N x block bytes:
 
 - baseline: ONE `torch` copy between two contiguous tensors of N x block bytes (`copy_`), and
   ONE `ctypes.memmove` of the same bytes;
-- `memmove` path: `BlockCopier(...).copy`, the path of CPU tensors (save: KV cache -> host);
+- `memmove` path: `BlockCopier(...).copy`, the path of CPU tensors (save: KV cache -> host):
+  the compiled loop of `block_copy_cpu` (`_block_memmove.c`);
+- `memoryview` path: the same with the extension switched off (`block_copy_cpu.EXTENSION =
+  None`), the pure Python fallback of an install without a C compiler;
 - `torch` path: the same with `force_torch=True`, the path an NPU/GPU KV cache takes
   (`_foreach_copy_` of strided slices), measured here on the CPU.
 
@@ -41,8 +44,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from vllm_ascend.distributed.kv_transfer.utils import block_copy_cpu  # noqa: E402
 from vllm_ascend.distributed.kv_transfer.utils.block_copy import (  # noqa: E402
     BlockCopier,
+    BlockTensor,
     host_mirror,
     stack_layers,
 )
@@ -66,7 +71,13 @@ EVICT = torch.empty(0, dtype=torch.uint8)
 def median_times(
     fns: list[Callable[[], object]], repeats: int, cold: bool
 ) -> tuple[list[float], list[float]]:
-    """Median wall and process CPU time of each function, interleaved (A, B, C, A, ...)."""
+    """Median wall and process CPU time of each function, interleaved (A, B, C, A, ...).
+
+    Hot (`cold` False): each timed call directly follows an untimed call of the same function,
+    so every function finds its own bytes in the caches as far as they fit; otherwise a path
+    measured right after another path over the same blocks would inherit that path's cache
+    state and the baseline (other buffers) would not.
+    """
     for fn in fns:
         fn()  # warm-up: page faults, planning caches
     wall: list[list[float]] = [[] for _ in fns]
@@ -75,6 +86,8 @@ def median_times(
         for i, fn in enumerate(fns):
             if cold:
                 EVICT.add_(1)  # 64 MiB, twice the last-level cache
+            else:
+                fn()
             w0, c0 = time.perf_counter(), time.process_time()
             fn()
             wall[i].append(time.perf_counter() - w0)
@@ -100,8 +113,10 @@ def bench_geometry(
     device = stack_layers(kv_cache(block_bytes, layers, num_blocks), num_blocks)
     host = [host_mirror(d, num_host, lambda s, t: torch.ones(tuple(s), dtype=t)) for d in device]
     pairs = list(zip(device, host, strict=True))
-    fast, slow = BlockCopier(pairs), BlockCopier(pairs, force_torch=True)
-    assert fast.mechanism == "memmove" and slow.mechanism == "torch"
+    fast, fallback = BlockCopier(pairs), python_copier(pairs)
+    slow = BlockCopier(pairs, force_torch=True)
+    assert fast.mechanism == "memmove", "the _block_memmove extension is not built"
+    assert fallback.mechanism == "memoryview" and slow.mechanism == "torch"
     raw_src = torch.ones(top * block_bytes, dtype=torch.uint8)
     raw_dst = torch.ones(top * block_bytes, dtype=torch.uint8)
     rng = random.Random(block_bytes)
@@ -121,6 +136,7 @@ def bench_geometry(
                 partial(ctypes.memmove, dp, sp, nbytes),
                 partial(fast.copy, dev, hst),
                 partial(slow.copy, dev, hst),
+                partial(fallback.copy, dev, hst),
             ]
             wall, cpu = median_times(fns, repeats, cold)
             rows.append(
@@ -135,6 +151,7 @@ def bench_geometry(
                     "memmove_vs_memmove": cpu[1] / cpu[2],
                     "torch_wall": wall[0] / wall[3],
                     "torch_cpu": cpu[0] / cpu[3],
+                    "memoryview_cpu": cpu[0] / cpu[4],
                     "memmove_us": cpu[2] * 1e6,
                     "raw_us": cpu[0] * 1e6,
                 }
@@ -142,10 +159,20 @@ def bench_geometry(
     return rows
 
 
+def python_copier(pairs: list[tuple[BlockTensor, BlockTensor]]) -> BlockCopier:
+    """A `BlockCopier` on the memoryview fallback, as an install without the extension has."""
+    compiled, block_copy_cpu.EXTENSION = block_copy_cpu.EXTENSION, None
+    try:
+        return BlockCopier(pairs)
+    finally:
+        block_copy_cpu.EXTENSION = compiled
+
+
 HEADER = (
     "| block | layers | blocks | ids | contiguous torch copy GB/s (us CPU) "
     "| memmove path: % of torch copy (wall / CPU) | % of one memmove (CPU) "
-    "| torch path: % of torch copy (wall / CPU) |\n|---:|---:|---:|---|---:|---:|---:|---:|"
+    "| memoryview fallback: % of torch copy (CPU) | torch path: % of torch copy (wall / CPU) |"
+    "\n|---:|---:|---:|---|---:|---:|---:|---:|---:|"
 )
 
 
@@ -173,6 +200,7 @@ def main() -> int:
                 f"| {r['raw_gbps']:.1f} ({r['raw_us']:.0f}) "
                 f"| {r['memmove_wall']:.0%} / {r['memmove_cpu']:.0%} "
                 f"| {r['memmove_vs_memmove']:.0%} "
+                f"| {r['memoryview_cpu']:.0%} "
                 f"| {r['torch_wall']:.0%} / {r['torch_cpu']:.0%} |",
                 flush=True,
             )

@@ -3,7 +3,8 @@
 - `device`: the device abstraction (NPU through `torch_npu` when importable, else the device of
   the KV cache tensors vLLM hands over).
 - `block_copy`: batched copies of KV cache blocks between the KV cache and host buffers
-  (`block_copy_cpu`: the CPU path, byte ranges copied through memoryviews).
+  (`block_copy_cpu`: the CPU path, byte ranges copied by the compiled `_block_memmove`, or
+  through memoryviews where it did not build).
 - `scheduler_inputs`, `connector_stats`: what the schedulers and the stats modules share.
 - `utils`: the all-to-all/rearrange helpers, `align_memory` and `get_transfer_timeout_value`.
 - `mooncake_transfer_engine`: the Mooncake transfer engine shared by the Mooncake connectors.

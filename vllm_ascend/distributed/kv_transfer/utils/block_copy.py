@@ -18,7 +18,10 @@ What limits small KV blocks is the fixed cost per copy, not the bytes (an 8 KiB 
 `BlockCopier` then picks the mechanism once per set of tensors:
 
 - CPU tensors (vLLM's CPU backend and its host pool): `block_copy_cpu`, a `memmove` per byte
-  range from Python (~0.2 us per range instead of ~7 us per torch copy op);
+  range. `"memmove"`: the compiled extension, one C call per batch that also checks the ids and
+  merges them into runs, because the interpreter's fixed costs (~0.2 us per range, ~1 us per
+  batch) were as long as the copies of small blocks. `"memoryview"`: the same loop in Python,
+  only where the optional extension did not build;
 - anything else (an NPU or GPU KV cache and its pinned host pool): one strided torch slice
   copy per run and stacked tensor, all issued in a single `torch._foreach_copy_` call, which
   works between any two devices and keeps the copies on the current stream.
@@ -34,6 +37,7 @@ import torch
 from vllm_ascend.distributed.kv_transfer.utils.block_copy_cpu import (
     chunk_layout,
     compatible,
+    compiled_copier,
     copy_runs,
     plan_pair,
 )
@@ -204,7 +208,9 @@ class BlockCopier:
         ValueError: a pair whose block sizes differ.
 
     Attributes:
-        mechanism: `"memmove"` (every tensor on the CPU, see `block_copy_cpu`) or `"torch"`.
+        mechanism: `"memmove"` (every tensor on the CPU: the compiled loop of
+            `block_copy_cpu`), `"memoryview"` (every tensor on the CPU, but the extension did not
+            build: its Python fallback) or `"torch"`.
     """
 
     def __init__(
@@ -224,13 +230,18 @@ class BlockCopier:
             (chunk_layout(s.tensor, s.block_axis), chunk_layout(d.tensor, d.block_axis))
             for s, d in self.pairs
         ]
-        self._plans = [
-            plan_pair(s, d)
-            for s, d in layouts
-            if s is not None and d is not None and compatible(s, d)
+        chunked = [
+            (s, d) for s, d in layouts if s is not None and d is not None and compatible(s, d)
         ]
-        cpu = not force_torch and len(self._plans) == len(self.pairs)
-        self.mechanism = "memmove" if cpu else "torch"
+        self._plans = [plan_pair(s, d) for s, d in chunked]
+        cpu = not force_torch and len(chunked) == len(self.pairs)
+        self._compiled = (
+            compiled_copier(chunked, self._src_blocks, self._dst_blocks) if cpu else None
+        )
+        if not cpu:
+            self.mechanism = "torch"
+        else:
+            self.mechanism = "memoryview" if self._compiled is None else "memmove"
 
     def copy(
         self, src_ids: Sequence[int], dst_ids: Sequence[int], *, non_blocking: bool = False
@@ -250,12 +261,15 @@ class BlockCopier:
             ValueError: mismatched id lists.
             IndexError: an id beyond the number of blocks of its tensor (nothing is copied).
         """
+        if self._compiled is not None:
+            # First and alone: what one small block costs is this method's fixed cost.
+            return self._compiled(src_ids, dst_ids)
         runs = plan_runs(src_ids, dst_ids)
         if not runs:
             return 0
         _check_ids(src_ids, self._src_blocks, "source")
         _check_ids(dst_ids, self._dst_blocks, "destination")
-        if self.mechanism == "memmove":
+        if self.mechanism == "memoryview":
             copy_runs(self._plans, runs)
         else:
             _torch_copy(self.pairs, runs, non_blocking)
