@@ -5,6 +5,10 @@ Run (the subsystem venv):
     python benchmarks/bench_block_copy.py            # hot caches, 15 repetitions
     python benchmarks/bench_block_copy.py --cold     # evict the caches before every sample
     python benchmarks/bench_block_copy.py --quick
+    python benchmarks/bench_block_copy.py --json benchmarks/results/block_copy_hot.json
+
+`--json PATH` writes the rows of the printed table (ratios as fractions, 1.0 = 100%) with the
+settings of the run, for `plot_connectors.py`.
 
 A KV cache as vLLM allocates it (all layers in one buffer, one view per layer, vLLM's CPU layout
 `[num_blocks, heads, block_size, head_dim]`, bf16), stacked by `stack_layers`, and a host pool
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import json
 import os
 import random
 import statistics
@@ -42,7 +47,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
+
+from run_info import run_info  # noqa: E402
 
 from vllm_ascend.distributed.kv_transfer.utils import block_copy_cpu  # noqa: E402
 from vllm_ascend.distributed.kv_transfer.utils.block_copy import (  # noqa: E402
@@ -185,16 +192,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="5 repetitions instead of 15")
     parser.add_argument("--cold", action="store_true", help="evict caches before each sample")
+    parser.add_argument("--json", type=Path, help="also write the rows and settings here")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.cold:
         EVICT = torch.ones(64 << 20, dtype=torch.uint8)
     repeats = 5 if args.quick else 15
-    print(f"torch {torch.__version__}, 1 thread, {'cold' if args.cold else 'hot'} caches, ")
+    info = run_info("torch")
+    caches = "cold" if args.cold else "hot"
+    print(f"torch {torch.__version__}, 1 thread, {caches} caches, ")
     print(f"medians of {repeats}, load average {os.getloadavg()[0]:.1f}\n")
     print(HEADER)
+    rows: list[dict[str, object]] = []
     for block_bytes, layers in GEOMETRIES:
         for r in bench_geometry(block_bytes, layers, COUNTS, repeats, args.cold):
+            rows.append(r)
             print(
                 f"| {size(block_bytes)} | {layers} | {r['blocks']} | {r['pattern']} "
                 f"| {r['raw_gbps']:.1f} ({r['raw_us']:.0f}) "
@@ -204,6 +216,12 @@ def main() -> int:
                 f"| {r['torch_wall']:.0%} / {r['torch_cpu']:.0%} |",
                 flush=True,
             )
+    if args.json:
+        info["load_average_1m"].append(os.getloadavg()[0])
+        settings = {"caches": caches, "repeats": repeats, "statistic": "median", "threads": 1}
+        settings["ratios"] = "baseline time / path time (1.0 = as fast as one contiguous copy)"
+        result = {**info, "settings": settings, "rows": rows}
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

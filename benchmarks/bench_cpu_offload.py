@@ -6,6 +6,7 @@ Run (needs torch, pyzmq, msgspec; the subsystem venv):
     python benchmarks/bench_cpu_offload.py --quick    # fewer repeats
     python benchmarks/bench_cpu_offload.py --threads 2
     python benchmarks/bench_cpu_offload.py --engine --layers 4   # pass 2: offload vs local hit
+    python benchmarks/bench_cpu_offload.py --engine --json benchmarks/results/offload_hit.json
 
 The `--engine` run is `cpu_offload_engine_bench.py` (its docstring says what it measures); the
 block copy alone is `bench_block_copy.py`.
@@ -250,11 +251,14 @@ def main() -> int:
     parser.add_argument("--layers", type=int, default=4, help="--engine: decoder layers")
     parser.add_argument("--repeats", type=int, default=5, help="--engine: repetitions")
     parser.add_argument("--executors", nargs="+", default=["uni", "mp"], choices=["uni", "mp"])
+    parser.add_argument("--json", type=Path, help="--engine: also write the figures here")
     args = parser.parse_args()
+    if args.json and not args.engine:
+        parser.error("--json is only written by the --engine run")
     if args.engine:
         from cpu_offload_engine_bench import main as engine_main
 
-        return engine_main(args.layers, args.repeats, args.executors)
+        return engine_main(args.layers, args.repeats, args.executors, args.json)
     torch.set_num_threads(args.threads)
     repeats = 5 if args.quick else 30
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")

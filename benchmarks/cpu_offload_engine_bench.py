@@ -1,8 +1,8 @@
 """Engine-level benchmark of the CPU offload connector: is an offload hit as cheap as a local
 prefix-cache hit?
 
-Run through `python benchmarks/bench_cpu_offload.py --engine [--layers 4] [--repeats 5]` (the
-e2e venv: vLLM CPU build, transformers, tokenizers).
+Run through `python benchmarks/bench_cpu_offload.py --engine [--layers 4] [--repeats 5]
+[--json PATH]` (the e2e venv: vLLM CPU build, transformers, tokenizers).
 
 One engine with the connector (tiny Llama, `--layers` layers, built at run time). Per
 repetition, 16 fresh prompts sharing prefixes (4 prefixes of 512 tokens x 4 suffixes of 96)
@@ -21,10 +21,17 @@ repetitions. Executors: `uni` (scheduler and worker in one process: direct metad
 `mp` (the worker in its own process: its calls go through ZMQ; the CPU time then covers only
 the front-end process, so only wall time is reported for it). A no-connector engine gives the
 recompute time of pass 2 for scale.
+
+`--json PATH` writes what the table shows, per engine (`offload, uni`, `offload, mp`,
+`no connector, uni`): the medians of each pass (`wall_s`, `cpu_s`, `cached` tokens), the two
+ratios, `cpu_scope` (what the CPU time covers) and every repetition's samples; beside them the
+settings, date, machine and versions.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import statistics
 import sys
@@ -138,6 +145,8 @@ def run_engine(model: Path, executor: str, connector: bool, repeats: int) -> dic
         }
         for key, values in samples.items()
     } | {
+        "samples": samples,
+        "cpu_scope": "whole engine" if uni else "front-end process only",
         "ratio_wall": statistics.median(
             o["wall_s"] / loc["wall_s"]
             for o, loc in zip(samples["offload"], samples["local"], strict=True)
@@ -149,8 +158,41 @@ def run_engine(model: Path, executor: str, connector: bool, repeats: int) -> dic
     }
 
 
-def main(layers: int, repeats: int, executors: list[str]) -> int:
+def settings(layers: int, repeats: int) -> dict[str, Any]:
+    return {
+        "model": f"tiny Llama (tests/e2e/tiny_model.py), {layers} layers, bf16",
+        "layers": layers,
+        "repeats": repeats,
+        "warmup": WARMUP,
+        "prompts": PREFIXES * SUFFIXES,
+        "prefixes": PREFIXES,
+        "prefix_tokens": PREFIX_TOKENS,
+        "suffix_tokens": SUFFIX_TOKENS,
+        "max_tokens": 1,
+        "statistic": "median (ratios: median of the per-repetition ratios)",
+        "engine_env": ENGINE_ENV,
+    }
+
+
+def row(name: str, r: dict[str, Any], show_cpu_ratio: bool = True) -> str:
+    """One Markdown row of the printed table."""
+    cpu = f"{r['ratio_cpu']:.2f}" if show_cpu_ratio else "n/a"
+    second = "(recompute) " if name.startswith("no connector") else ""
+    return (
+        f"| {name} | {r['pass1']['wall_s'] * 1e3:.1f} "
+        f"| {r['local']['wall_s'] * 1e3:.1f} / {r['local']['cpu_s'] * 1e3:.1f} "
+        f"| {second}{r['offload']['wall_s'] * 1e3:.1f} / {r['offload']['cpu_s'] * 1e3:.1f} "
+        f"| {r['ratio_wall']:.3f} / {cpu} "
+        f"| {r['local']['cached']:.0f} / {r['offload']['cached']:.0f} |"
+    )
+
+
+def main(layers: int, repeats: int, executors: list[str], json_path: Path | None = None) -> int:
     sys.path.insert(0, str(REPO / "tests" / "e2e"))  # the e2e harness and tiny model
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from run_info import run_info
+
+    info = run_info("vllm", "torch")
     model = build_model(layers)
     print(
         f"{layers}-layer tiny Llama, {PREFIXES * SUFFIXES} prompts "
@@ -162,22 +204,17 @@ def main(layers: int, repeats: int, executors: list[str]) -> int:
         "| offload / local (wall / CPU) | cached tokens (local / offload) |\n"
         "|---|---:|---:|---:|---:|---:|"
     )
+    engines: dict[str, dict[str, Any]] = {}
     for executor in executors:
-        r = run_engine(model, executor, connector=True, repeats=repeats)
-        cpu = "n/a" if executor == "mp" else f"{r['ratio_cpu']:.2f}"
-        print(
-            f"| offload, {executor} | {r['pass1']['wall_s'] * 1e3:.1f} "
-            f"| {r['local']['wall_s'] * 1e3:.1f} / {r['local']['cpu_s'] * 1e3:.1f} "
-            f"| {r['offload']['wall_s'] * 1e3:.1f} / {r['offload']['cpu_s'] * 1e3:.1f} "
-            f"| {r['ratio_wall']:.3f} / {cpu} "
-            f"| {r['local']['cached']:.0f} / {r['offload']['cached']:.0f} |"
-        )
-    r = run_engine(model, "uni", connector=False, repeats=repeats)
-    print(
-        f"| no connector, uni | {r['pass1']['wall_s'] * 1e3:.1f} "
-        f"| {r['local']['wall_s'] * 1e3:.1f} / {r['local']['cpu_s'] * 1e3:.1f} "
-        f"| (recompute) {r['offload']['wall_s'] * 1e3:.1f} / {r['offload']['cpu_s'] * 1e3:.1f} "
-        f"| {r['ratio_wall']:.3f} / {r['ratio_cpu']:.2f} "
-        f"| {r['local']['cached']:.0f} / {r['offload']['cached']:.0f} |"
-    )
+        name = f"offload, {executor}"
+        engines[name] = run_engine(model, executor, connector=True, repeats=repeats)
+        print(row(name, engines[name], show_cpu_ratio=executor == "uni"), flush=True)
+    name = "no connector, uni"
+    engines[name] = run_engine(model, "uni", connector=False, repeats=repeats)
+    engines[name]["note"] = "no connector: the `offload` pass recomputes (scale only)"
+    print(row(name, engines[name]), flush=True)
+    if json_path:
+        info["load_average_1m"].append(os.getloadavg()[0])
+        result = {**info, "settings": settings(layers, repeats), "engines": engines}
+        json_path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0
