@@ -25,7 +25,6 @@ noise).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import http.client
 import json
@@ -37,6 +36,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+import bench_cli
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "e2e"))
@@ -215,9 +216,9 @@ def bench_pd(model: Path, prompts: list[list[int]], logs: Path, layerwise: bool)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_cli.parser(__doc__)
     parser.add_argument("--prompts", type=int, default=15, help="measured prompts per path")
-    parser.add_argument("--prompt-tokens", type=int, default=1024)
+    parser.add_argument("--prompt-tokens", type=int, default=1024, help="tokens per prompt")
     parser.add_argument("--layerwise", action="store_true", help="also the layerwise connector")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()

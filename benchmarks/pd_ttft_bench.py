@@ -41,7 +41,6 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -52,6 +51,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import bench_cli
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
@@ -305,10 +306,12 @@ def table(result: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--prompt-tokens", type=int, default=1024)
-    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser = bench_cli.parser(__doc__)
+    parser.add_argument("--repeats", type=int, default=5, help="measured repetitions")
+    parser.add_argument("--prompt-tokens", type=int, default=1024, help="tokens per prompt")
+    parser.add_argument(
+        "--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS), help="P/D paths"
+    )
     parser.add_argument("--json", type=Path, help="write the raw samples here")
     args = parser.parse_args(argv)
     os.environ.setdefault("MC_LOG_LEVEL", "ERROR")

@@ -27,7 +27,6 @@ the date the JSON records (a file without them is titled with its modification d
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import math
@@ -35,11 +34,16 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import bench_cli
 
-matplotlib.use("Agg")  # files only, no display
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
+try:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes
+except ImportError:  # `--help` still works; main() says what to install
+    plt = None
 from plot_serve import grouped_bars  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -279,9 +283,11 @@ def plot_offload_hit(results: Path) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_cli.parser(__doc__)
     parser.add_argument("--results", type=Path, default=RESULTS, help="folder of the JSON files")
     args = parser.parse_args(argv)
+    if plt is None:
+        raise SystemExit("matplotlib is missing: pip install 'vam[bench]'")
     for plot in (plot_pd_ttft, plot_block_copy, plot_offload_hit):
         written = plot(args.results)
         if written is not None:

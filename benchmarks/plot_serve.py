@@ -21,17 +21,21 @@ Titles name the model, the machine and the date of the summary. A configuration 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import bench_cli
 
-matplotlib.use("Agg")  # files only, no display
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
+try:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes
+except ImportError:  # `--help` still works; main() says what to install
+    plt = None
 
 RESULTS = Path(__file__).resolve().parent / "results" / "serve"
 CONFIG_ORDER = ("single", "offload", "pool", "pd")
@@ -138,9 +142,11 @@ def save(fig: Any, title: str, summary: dict[str, Any], path: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = bench_cli.parser(__doc__)
     parser.add_argument("--results", type=Path, default=RESULTS, help="folder of summary.json")
     args = parser.parse_args(argv)
+    if plt is None:
+        raise SystemExit("matplotlib is missing: pip install 'vam[bench]'")
     summary = json.loads((args.results / "summary.json").read_text(encoding="utf-8"))
     if not summary.get("results"):
         raise SystemExit(f"{args.results / 'summary.json'} holds no results")

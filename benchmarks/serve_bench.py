@@ -52,6 +52,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import bench_cli
+
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests" / "e2e")]
 
@@ -301,13 +303,19 @@ def write_summary(args: argparse.Namespace, results: dict[str, dict[str, Any]]) 
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
-    parser.add_argument("--datasets", nargs="+", choices=DATASETS, default=list(DATASETS))
-    parser.add_argument("--num-prompts", type=int, default=200)
-    parser.add_argument("--max-concurrency", type=int, default=4)
+    parser = bench_cli.parser(__doc__)
+    parser.add_argument(
+        "--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS), help="what to serve"
+    )
+    parser.add_argument(
+        "--datasets", nargs="+", choices=DATASETS, default=list(DATASETS), help="vLLM datasets"
+    )
+    parser.add_argument("--num-prompts", type=int, default=200, help="requests per run")
+    parser.add_argument("--max-concurrency", type=int, default=4, help="requests in flight")
     parser.add_argument("--output-len", type=int, default=128, help="tokens per request")
-    parser.add_argument("--num-prefixes", type=int, default=10, help="prefix_repetition")
+    parser.add_argument(
+        "--num-prefixes", type=int, default=10, help="shared prefixes (prefix_repetition)"
+    )
     parser.add_argument("--layers", type=int, default=4, help="decoder layers of the model")
     parser.add_argument("--quick", action="store_true", help="smoke: 8 prompts, 32 tokens")
     parser.add_argument("--results", type=Path, default=RESULTS, help="output folder")

@@ -72,7 +72,9 @@ def unified_diff(path: str, old: bytes, new: bytes, encoding: str = "utf-8") -> 
     before = _lines(old.decode(codec, errors="replace"))
     after = _lines(new.decode(codec, errors="replace"))
     out = []
-    for line in difflib.unified_diff(before, after, fromfile=f"a/{path}", tofile=f"b/{path}"):
+    # As `git diff --no-index` writes an absolute path: `a/tmp/x.py`, not `a//tmp/x.py`.
+    name = path.lstrip("/")
+    for line in difflib.unified_diff(before, after, fromfile=f"a/{name}", tofile=f"b/{name}"):
         if line.endswith("\n"):
             out.append(line)
         elif line.endswith("\r"):

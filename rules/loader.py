@@ -174,6 +174,8 @@ def _bool(raw: Mapping[str, Any], key: str, where: str) -> bool:
 
 def _name(raw: Mapping[str, Any], key: str, where: str) -> str:
     value = raw.get(key)
+    if value is None:
+        raise RulesError(f"{where}: `{key}` is missing")
     if not is_dotted(value):
         raise RulesError(f"{where}: `{key}` is not a dotted name: {value!r}")
     return str(value)

@@ -213,11 +213,16 @@ def _check_summary(findings: list[Finding], scanned: int, seconds: float) -> str
     if not findings:
         return f"vam: {scanned} files scanned, 0 stale references ({seconds:.2f} s)"
     # A file that does not parse is not rewritten: its references are not fixable (yet).
-    failed = {f.path for f in findings if f.code.startswith("VAM9")}
-    fixable = sum(f.fixable and f.path not in failed for f in findings)
-    files = len({f.path for f in findings})
-    return (f"Found {len(findings)} stale reference(s) in {files} file(s); {fixable} fixable "
-            f"with `vam migrate` ({scanned} files scanned, {seconds:.2f} s).")
+    problems = [f for f in findings if f.code.startswith("VAM9")]
+    failed = {f.path for f in problems}
+    references = [f for f in findings if not f.code.startswith("VAM9")]
+    fixable = sum(f.fixable and f.path not in failed for f in references)
+    files = len({f.path for f in references})
+    text = (f"Found {len(references)} stale reference(s) in {files} file(s); {fixable} fixable "
+            f"with `vam migrate`")
+    if problems:
+        text += f"; {len(failed)} file(s) could not be checked (VAM9xx)"
+    return f"{text} ({scanned} files scanned, {seconds:.2f} s)."
 
 
 @click.command()

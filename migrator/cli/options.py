@@ -24,10 +24,17 @@ class UsageFailure(click.ClickException):
 
 
 PATHS = click.argument("paths", nargs=-1, type=click.Path())
+def _rules_given(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is not None and not value.strip():
+        raise click.BadParameter("empty: give a bundled pack name or a TOML file")
+    return value
+
+
 RULES = click.option(
     "--rules",
     "rules_name",
     metavar="NAME|FILE",
+    callback=_rules_given,
     help="Rule pack: a bundled name (see `vam rules list`) or a TOML file. "
     "[default: vllm_ascend, or [tool.vam] rules]",
 )

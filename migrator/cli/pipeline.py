@@ -16,7 +16,7 @@ from migrator.engine import FileResult, Options
 from migrator.resolver import Resolver
 from migrator.runner import Job, default_jobs, run
 from migrator.walk import glob_problem, skip_reason
-from rules import Pack, RulesError, load_pack
+from rules import Pack, RulesError, load_pack, version_key
 
 
 @dataclass(frozen=True)
@@ -88,13 +88,22 @@ def setup(
         steps = Resolver(pack, found.from_version, found.to_version).steps
     except (ConfigError, RulesError) as exc:
         raise UsageFailure(str(exc)) from None
+    listed = ", ".join(s.version for s in pack.steps)
     if not steps:
         window = f"after {found.from_version or 'the start'} and up to " \
                  f"{found.to_version or 'the end'}"
-        listed = ", ".join(s.version for s in pack.steps)
         click.echo(f"vam: warning: no step of the {pack.name} table lies {window} "
                    f"(steps: {listed}); nothing to migrate", err=True)
+    elif found.to_version and not _is_step(pack, found.to_version):
+        # A release between steps is a fair target, but a typo (0.41.0 for 0.14.0) looks alike.
+        click.echo(f"vam: note: {found.to_version} is not a step of the {pack.name} table; "
+                   f"applying the steps up to {steps[-1].version} (steps: {listed})", err=True)
     return found
+
+
+def _is_step(pack: Pack, version: str) -> bool:
+    key = version_key(version)
+    return any(version_key(step.version) == key for step in pack.steps)
 
 
 def execute(sources: list[SourceFile], job: Job, jobs: int | None) -> list[FileResult]:

@@ -231,3 +231,32 @@ def test_rule_command_is_listed_and_runs() -> None:
     result = vam("rule", "VAI003")
     assert result.returncode == 0
     assert result.stdout.startswith("VAI003 (error): circular import that breaks at import time\n")
+
+
+def test_check_summary_counts_unreadable_files_apart_from_references(tree: Path) -> None:
+    (tree / "broken.py").write_text(f"import {OLD}\ndef f(:\n")
+    result = vam("check", str(tree))
+    assert result.returncode == 1
+    summary = result.stderr.strip().splitlines()[-1]
+    # a.py, b.yaml and broken.py's import are references; broken.py is also VAM901.
+    assert summary.startswith("Found 3 stale reference(s) in 3 file(s); 2 fixable"), summary
+    assert "; 1 file(s) could not be checked (VAM9xx)" in summary
+
+
+def test_to_that_is_not_a_step_is_noted(tree: Path) -> None:
+    typo = vam("check", "--to", "0.41.0", str(tree))
+    assert "vam: note: 0.41.0 is not a step of the vllm_ascend table; applying the steps up to " \
+        "0.30.0rc1" in typo.stderr
+    step = vam("check", "--to", "0.14.0", str(tree))
+    assert "note:" not in step.stderr
+
+
+def test_diff_header_of_an_absolute_path_has_one_slash(tree: Path) -> None:
+    diff = vam("migrate", "--diff", str(tree / "a.py")).stdout.splitlines()
+    assert diff[:2] == [f"--- a{tree}/a.py", f"+++ b{tree}/a.py"]
+
+
+def test_empty_rules_is_a_usage_error(tree: Path) -> None:
+    result = vam("check", "--rules", "", str(tree))
+    assert result.returncode == 2
+    assert "Invalid value for '--rules': empty" in result.stderr

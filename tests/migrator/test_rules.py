@@ -81,6 +81,7 @@ def table(body: str, head: str = '[pack]\nname = "t"\n\n[[step]]\nversion = "1.0
     ('[[step.module]]\nold = "a.b"\nnew = "a.b.c"\n', "new 'a.b.c' lies under old 'a.b'"),
     ('[[step.module]]\nold = "a..b"\nnew = "a.c"\n', "module[0] (a..b): `old` is not a dotted name"),
     ('[[step.module]]\nold = "a.class"\nnew = "a.c"\n', "`old` is not a dotted name: 'a.class'"),
+    ('[[step.module]]\nold = "a.b"\n', "module[0] (a.b): `new` is missing"),
     ('[[step.module]]\nold = "a.b"\nnew = "a.c"\ntarget = "x"\n', "unknown key 'target'"),
     ('[[step.symbol]]\nold = "a.b.f"\nnew = "a.d.f"\n[[step.module]]\nold = "a.b"\nnew = "a.d"\n',
      "symbol[0] (a.b.f): redundant: step 1.0: module[0] (a.b) already moves it to 'a.d.f'"),
