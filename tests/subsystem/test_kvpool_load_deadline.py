@@ -35,6 +35,7 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
     KVCacheTensor,
 )
 
+from tests.subsystem.store_doubles import WrappedBackend  # noqa: E402
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (  # noqa: E402
     Backend,
 )
@@ -60,30 +61,17 @@ BLOCK_BYTES = len(LAYERS) * 2 * BS * 64 * 2
 BOUND_S = 30.0  # how long a test waits for anything before it fails
 
 
-class DelayingBackend(Backend):
+class DelayingBackend(WrappedBackend):
     """Test double: the real store behind a `get` that first waits `delay_s` seconds (or until
     `release` is set); every other call is delegated unchanged."""
 
     def __init__(self, inner: Backend, delay_s: float) -> None:
-        super().__init__(None)
-        self.inner = inner
-        self.name = inner.name
+        super().__init__(inner)
         self.delay_s = delay_s
         self.release = threading.Event()
         self.gets_started = 0
         self.gets_returned = 0
         self.in_get = threading.Event()
-
-    def register_buffer(self, ptrs: Sequence[int], lengths: Sequence[int]) -> None:
-        self.inner.register_buffer(ptrs, lengths)
-
-    def exists(self, keys: Sequence[str]) -> list[int]:
-        return self.inner.exists(keys)
-
-    def put(
-        self, keys: Sequence[str], addrs: Sequence[Sequence[int]], sizes: Sequence[Sequence[int]]
-    ) -> list[int]:
-        return self.inner.put(keys, addrs, sizes)
 
     def get(
         self, keys: Sequence[str], addrs: Sequence[Sequence[int]], sizes: Sequence[Sequence[int]]
@@ -96,9 +84,6 @@ class DelayingBackend(Backend):
         finally:
             self.gets_returned += 1
             self.in_get.clear()
-
-    def is_reachable(self) -> bool:
-        return self.inner.is_reachable()
 
     def close(self) -> None:
         self.release.set()

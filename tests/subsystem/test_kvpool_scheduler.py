@@ -38,6 +38,7 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
 from vllm.v1.outputs import KVConnectorOutput  # noqa: E402
 from vllm.v1.request import Request  # noqa: E402
 
+from tests.subsystem.store_doubles import WrappedBackend  # noqa: E402
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (  # noqa: E402
     Backend,
 )
@@ -255,37 +256,16 @@ def test_a_consumer_only_engine_never_saves(
 # ---- blocks whose load failed: misses for failed_load_ttl_s ---------------------------------
 
 
-class CountingBackend(Backend):
+class CountingBackend(WrappedBackend):
     """Test double: the real store, recording the keys of every `exists` call."""
 
     def __init__(self, inner: Backend) -> None:
-        super().__init__(None)
-        self.inner = inner
-        self.name = inner.name
+        super().__init__(inner)
         self.exists_calls: list[list[str]] = []
-
-    def register_buffer(self, ptrs: Sequence[int], lengths: Sequence[int]) -> None:
-        self.inner.register_buffer(ptrs, lengths)
 
     def exists(self, keys: Sequence[str]) -> list[int]:
         self.exists_calls.append(list(keys))
         return self.inner.exists(keys)
-
-    def put(
-        self, keys: Sequence[str], addrs: Sequence[Sequence[int]], sizes: Sequence[Sequence[int]]
-    ) -> list[int]:
-        return self.inner.put(keys, addrs, sizes)
-
-    def get(
-        self, keys: Sequence[str], addrs: Sequence[Sequence[int]], sizes: Sequence[Sequence[int]]
-    ) -> list[int]:
-        return self.inner.get(keys, addrs, sizes)
-
-    def is_reachable(self) -> bool:
-        return self.inner.is_reachable()
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 class FakeClock:
