@@ -3,6 +3,7 @@ writes, and every malformed argument raising instead of copying (or crashing).""
 
 from __future__ import annotations
 
+import random
 import struct
 from collections.abc import Callable
 from types import ModuleType
@@ -164,3 +165,71 @@ def test_ids_that_shrink_their_list_while_read_raise(
     with pytest.raises(RuntimeError, match="ids changed size"):
         ext.copy_blocks(pack(words(src, dst)), ids, [0, 1, 2])
     assert not dst.any()
+
+
+# ---- large batches: copied in source order when the order cannot matter ---------------------
+
+BIG_SRC, BIG_DST, BIG_N = 1500, 1100, 1024  # 1,024 blocks of 2 x 4 KiB: 8 MiB per batch
+
+
+def big_pair(n_src: int, n_dst: int) -> tuple[torch.Tensor, torch.Tensor, bytes]:
+    """Source `[2, n_src, 1024]` and zeroed destination `[2, n_dst, 1024]` int32, and their plan."""
+    src = torch.randint(-(2**31), 2**31 - 1, (2, n_src, 1024), dtype=torch.int32)
+    dst = torch.zeros((2, n_dst, 1024), dtype=torch.int32)
+    src_layout, dst_layout = chunk_layout(src, 1), chunk_layout(dst, 1)
+    assert src_layout is not None and dst_layout is not None
+    return src, dst, pack_plan([(src_layout, dst_layout)], n_src, n_dst)
+
+
+def sequential(dst: torch.Tensor, src: torch.Tensor, s_ids: list[int], d_ids: list[int]) -> None:
+    """The reference: one block after the other, in the order given."""
+    for s, d in zip(s_ids, d_ids, strict=True):
+        dst[:, d] = src[:, s]
+
+
+def test_a_large_scattered_batch_is_copied_exactly(ext: ModuleType) -> None:
+    rng = random.Random(3)
+    src, dst, plan = big_pair(BIG_SRC, BIG_DST)
+    s_ids = rng.sample(sorted(set(range(BIG_SRC)) - {100, 101}), BIG_N - 2)
+    d_ids = rng.sample(sorted(set(range(BIG_DST)) - {50, 51}), BIG_N - 2)
+    # Adjacent on both sides once sorted by source, far apart as given: sorting merges them.
+    s_ids[10:10], d_ids[10:10] = [101], [51]
+    s_ids[500:500], d_ids[500:500] = [100], [50]
+    assert ext.copy_blocks(plan, s_ids, d_ids) == BIG_N * 2 * 4096
+    expected = torch.zeros_like(dst)
+    sequential(expected, src, s_ids, d_ids)
+    assert torch.equal(dst, expected)
+
+
+def test_a_large_batch_writing_a_block_twice_keeps_the_last_writer(ext: ModuleType) -> None:
+    rng = random.Random(4)
+    src, dst, plan = big_pair(BIG_SRC, BIG_DST)
+    s_ids = rng.sample(range(BIG_SRC), BIG_N)
+    d_ids = rng.sample(range(BIG_DST), BIG_N)
+    # Block 7 of the destination is written first from the higher source id, then the lower:
+    # copied in source order, the first writer would win.
+    d_ids[3], d_ids[900] = 7, 7
+    s_ids[3], s_ids[900] = max(s_ids[3], s_ids[900]), min(s_ids[3], s_ids[900])
+    ext.copy_blocks(plan, s_ids, d_ids)
+    expected = torch.zeros_like(dst)
+    sequential(expected, src, s_ids, d_ids)
+    assert torch.equal(dst, expected)
+
+
+def test_a_large_batch_within_one_tensor_keeps_its_order(ext: ModuleType) -> None:
+    """Block b -> b + 1 for 1,024 blocks in a shuffled order: each copy may read a block an
+    earlier one wrote, so only the given order gives the reference's result."""
+    rng = random.Random(5)
+    buf = torch.randint(-(2**31), 2**31 - 1, (2, BIG_SRC, 1024), dtype=torch.int32)
+    layout = chunk_layout(buf, 1)
+    assert layout is not None
+    plan = pack_plan([(layout, layout)], BIG_SRC, BIG_SRC)
+    s_ids = list(range(BIG_N))
+    # No two neighbours in the list may form a run (s, s + 1): runs move as one memmove.
+    while any(b == a + 1 for a, b in zip(s_ids, s_ids[1:], strict=False)):
+        rng.shuffle(s_ids)
+    d_ids = [s + 1 for s in s_ids]
+    expected = buf.clone()
+    sequential(expected, expected, s_ids, d_ids)
+    ext.copy_blocks(plan, s_ids, d_ids)
+    assert torch.equal(buf, expected)
