@@ -10,7 +10,10 @@ tensor allocated. Two implementations of that loop:
   checks the ids, merges them into runs and does every `memmove` in C, the GIL released for
   batches of 256 KiB and more. The interpreter's ~0.2 us per range and ~1 us of planning per
   batch were as long as the copies of small blocks, so only compiled code gets scattered or
-  single small blocks to the speed of one contiguous copy.
+  single small blocks to the speed of one contiguous copy. From 4 MiB per batch it copies the
+  runs in source order when that cannot change the result (source and destination memory
+  disjoint, no destination block written twice): scattered ids then read the source in one
+  forward sweep, which the hardware prefetcher follows.
 - fallback (`copy_runs`): the same ranges as slice assignments between two `memoryview`s, for
   an install where the optional extension did not compile (no C compiler).
 
