@@ -12,7 +12,8 @@ sharing a fresh `transfer_id`; the decode request names the prefill instance's s
 (`--prefill-kv HOST:PORT`, its `kv_port`), and the prefill instance pushes each layer as soon
 as it is computed.
 
-Parameters are made per request and never reused. Standard library only.
+Parameters are made per request and never reused. `/v1/models`, `/tokenize` and `/detokenize`
+go to a decode instance unchanged. Standard library only.
 
 Usage::
 
@@ -44,6 +45,10 @@ from urllib.parse import urlsplit
 logger = logging.getLogger("pd_proxy")
 
 ROUTES = ("/v1/completions", "/v1/chat/completions")
+# Answered by a decode instance as they are (same model and tokenizer on every instance): what
+# clients such as `vllm bench serve` ask before they send requests.
+PASSTHROUGH_GET = ("/v1/models",)
+PASSTHROUGH_POST = ("/tokenize", "/detokenize")
 TIMEOUT_S = 600.0
 CHUNK_BYTES = 64 * 1024
 
@@ -90,9 +95,14 @@ def layerwise_params(prefill: Prefill) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def post(url: str, path: str, body: dict[str, Any]) -> http.client.HTTPResponse:
     """POST JSON; returns the open response (the caller reads or streams it)."""
+    return send(url, "POST", path, json.dumps(body).encode())
+
+
+def send(url: str, method: str, path: str, data: bytes | None) -> http.client.HTTPResponse:
+    """One request (JSON body, if any); returns the open response."""
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=TIMEOUT_S)
-    conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+    conn.request(method, path, data, {"Content-Type": "application/json"})
     return conn.getresponse()
 
 
@@ -128,10 +138,20 @@ class ProxyHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - stdlib name
         if self.path == "/health":
             self._send_json(200, {"status": "ok"})
+        elif self.path in PASSTHROUGH_GET:
+            self._pass_through("GET", None)
         else:
             self._send_json(404, {"error": f"no route {self.path}"})
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        if self.path in PASSTHROUGH_POST:
+            try:
+                length = int(self.headers.get("Content-Length", "0"))
+            except ValueError:
+                self._send_json(400, {"error": "invalid Content-Length"})
+                return
+            self._pass_through("POST", self.rfile.read(length))
+            return
         if self.path not in ROUTES:
             self._send_json(404, {"error": f"no route {self.path}"})
             return
@@ -146,6 +166,14 @@ class ProxyHandler(BaseHTTPRequestHandler):
                 self._layerwise(body)
             else:
                 self._pull(body)
+        except OSError as exc:
+            logger.warning("%s: upstream failed: %s", self.path, exc)
+            self._send_json(502, {"error": f"upstream failed: {exc}"})
+
+    def _pass_through(self, method: str, data: bytes | None) -> None:
+        _, decode = self.server.router.pick()
+        try:
+            self._relay(send(decode, method, self.path, data))
         except OSError as exc:
             logger.warning("%s: upstream failed: %s", self.path, exc)
             self._send_json(502, {"error": f"upstream failed: {exc}"})

@@ -194,3 +194,25 @@ def test_rejected_by_decode_releases_prefill_blocks_s16(
     log = pd_services["services"]["proxy"].log_tail(200_000)
     ids = re.findall(r"remote_request_id=(\S+)", log)
     assert len(ids) == len(set(ids)) >= len(prompts) - 1
+
+
+def test_models_and_tokenizer_routes_pass_through_to_decode(
+    pd_services: dict[str, Any], tiny_model_dir: Path
+) -> None:
+    proxy, decode = pd_services["proxy"], pd_services["decode"]
+
+    def call(url: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(f"{url}{path}", data, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            assert response.status == 200, path
+            return json.loads(response.read())
+
+    models = call(proxy, "/v1/models")
+    assert [m["id"] for m in models["data"]] == [str(tiny_model_dir)]
+    text = {"model": str(tiny_model_dir), "prompt": "The quick brown fox jumps over the lazy dog."}
+    tokens = call(proxy, "/tokenize", text)
+    assert tokens["tokens"] == call(decode, "/tokenize", text)["tokens"]
+    assert tokens["count"] > 5
+    back = call(proxy, "/detokenize", {"model": str(tiny_model_dir), "tokens": tokens["tokens"]})
+    assert back["prompt"] == text["prompt"]
