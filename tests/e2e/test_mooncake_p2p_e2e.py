@@ -248,6 +248,23 @@ def test_invalid_transfer_params_compute_locally(
 # ---- S15: the prefill instance dies or stops after handing out its parameters ------------------
 
 
+def wait_stopped(pid: int, timeout_s: float = 10.0) -> None:
+    """Wait until every thread of `pid` is stopped (state T). `killpg` returns before the
+    kernel has stopped them all: a thread still running could serve one more read, and the
+    decode side would then not see a stalled prefill at all (seen on a loaded machine)."""
+    deadline, states = time.monotonic() + timeout_s, set()
+    while time.monotonic() < deadline:
+        try:
+            tasks = Path(f"/proc/{pid}/task").iterdir()
+            states = {(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in tasks}
+        except FileNotFoundError:  # a thread ended while being read: look again
+            continue
+        if states == {"T"}:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} not stopped after {timeout_s} s: thread states {states}")
+
+
 @pytest.fixture
 def doomed_prefill(tiny_model_dir: Path) -> Iterator[EngineProcess]:
     engine = EngineProcess(
@@ -292,6 +309,7 @@ def test_prefill_stopped_or_killed_before_the_read_s15(
 
     # SIGSTOP: the warm transfer stalls until Mooncake's TCP timeout (transfer_timeout_s).
     os.killpg(group, signal.SIGSTOP)
+    wait_stopped(group)
     before = stats(consumer)
     started = time.monotonic()
     recomputed = decode(consumer, prompts[1:2], params[:1], MAX_TOKENS)
