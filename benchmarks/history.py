@@ -34,8 +34,8 @@ from real_tree import agreement, references, targets, vam  # noqa: E402
 from sdists import sdist  # noqa: E402
 
 import rules  # noqa: E402
-from migrator.resolver import Resolver  # noqa: E402
-from migrator.rules_tools import name_exists  # noqa: E402
+from migrator.core.resolver import Resolver  # noqa: E402
+from migrator.core.tables import name_exists  # noqa: E402
 
 RELEASES = (
     "0.13.0 0.14.0rc1 0.15.0rc1 0.16.0rc1 0.17.0rc1 0.18.0rc1 0.18.0 0.19.1rc1 0.20.2rc1 "

@@ -12,7 +12,7 @@ of that name. infer reads a module with a `__getattr__` as binding every name, a
 follows definitions, never re-exports: that is how it misses vllm.utils' split (0.11.1) and
 the emptied vllm/attention/__init__.py (0.12.0). The draft is reviewed by hand before it
 becomes rules/vllm.toml; ambiguous entries come out commented, with their candidates.
-Sdists are fetched into ~/.cache/vam-sdists (migrator.dists), never into the repository.
+Sdists are fetched into ~/.cache/vam-sdists (migrator.core.dists), never into the repository.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
-from migrator.dists import fetch
+from migrator.core.dists import fetch
+from migrator.core.sources import Source, open_release
+from migrator.infer.candidate import Candidate, under
 from migrator.infer.emit import Header, render
-from migrator.infer.finding import Finding, under
 from migrator.infer.index import build_indexes
 from migrator.infer.modules import module_moves
-from migrator.infer.sources import Source, open_release
 from migrator.infer.symbols import Gains, renames_in_moved, symbol_moves
 from migrator.verify_imports import findings as codes
 from migrator.verify_imports.against import Dist, dist_from_source
@@ -55,7 +55,7 @@ def references(sources: Iterable[Source], from_modules: bool = True) -> set[str]
     return {r for r in found if under(r, "vllm")}
 
 
-def _errors(dist: Dist, dotted: str) -> list[codes.Finding]:
+def _errors(dist: Dist, dotted: str) -> list[codes.ImportFinding]:
     return [f for f in dist.problems(dotted) if f.is_error]
 
 
@@ -68,7 +68,7 @@ def _reexported_from(old: Dist, module: str, name: str) -> str:
     return ""
 
 
-def placed(ref: str, old: Dist, new: Dist, gains: Gains) -> Finding | None:
+def placed(ref: str, old: Dist, new: Dist, gains: Gains) -> Candidate | None:
     """A row for reference `ref` that OLD resolves and NEW does not (or only with VAI104)."""
     before = old.problems(ref)
     if "." not in ref or any(f.is_error or f.code == codes.DEPRECATED_NAME for f in before):
@@ -82,11 +82,11 @@ def placed(ref: str, old: Dist, new: Dist, gains: Gains) -> Finding | None:
         return None  # a module reference: module rows come from infer
     if deprecated:
         home = deprecated[0].suggestion
-        return Finding("symbol", ref, home, f"served in {new.label} only by {module}'s "
+        return Candidate("symbol", ref, home, f"served in {new.label} only by {module}'s "
                        f"deprecation __getattr__, which forwards it to {home}")
     origin = _reexported_from(old, module, name)
     if origin and not _errors(new, origin):
-        return Finding("symbol", ref, origin, f"{module} re-exported it from "
+        return Candidate("symbol", ref, origin, f"{module} re-exported it from "
                        f"{origin.rpartition('.')[0]} in {old.label}; it still lives there")
     homes = sorted({m for m, _ in gains.by_name.get(name, []) if m != module})
     near = [m for m in homes if under(m, module.rpartition(".")[0] or module)]
@@ -94,15 +94,15 @@ def placed(ref: str, old: Dist, new: Dist, gains: Gains) -> Finding | None:
         home = homes[0] if len(homes) == 1 else near[0]
         why = "the one NEW module that gained it" if len(homes) == 1 else \
             f"the one of {len(homes)} modules that gained it next to {module}"
-        return Finding("symbol", ref, f"{home}.{name}", f"matched by name: {why}")
+        return Candidate("symbol", ref, f"{home}.{name}", f"matched by name: {why}")
     if homes:
-        return Finding("symbol", ref, "", "several NEW modules gained it",
+        return Candidate("symbol", ref, "", "several NEW modules gained it",
                        blocked="ambiguous target", candidates=tuple(f"{m}.{name}" for m in homes))
-    return Finding("removed", ref, evidence=f"no module of {new.label} gained '{name}'",
+    return Candidate("removed", ref, evidence=f"no module of {new.label} gained '{name}'",
                    hint=f"removed in {new.label}; no replacement found")
 
 
-def step(old_src: Source, new_src: Source, refs: set[str]) -> tuple[list[Finding], list[str]]:
+def step(old_src: Source, new_src: Source, refs: set[str]) -> tuple[list[Candidate], list[str]]:
     """The findings of one step, scoped to `refs`, and the names a forwarder still serves."""
     old_index, new_index = build_indexes(old_src.files, new_src.files, ["vllm"], lambda: None)
     moves = module_moves(old_index, new_index)

@@ -9,7 +9,7 @@ what vllm-ascend's developers did by hand (their 0.13.0 sdist).
 4. for `vllm.*` references (imports and dotted strings) in files present in both sdists:
    the references the humans changed that vam changed the same way, and vam's rewrites the
    humans did not make, each with the reason read off the human file.
-Sdists come from ~/.cache/vam-sdists (migrator.dists); nothing lands in the repository.
+Sdists come from ~/.cache/vam-sdists (migrator.core.dists); nothing lands in the repository.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from benchmarks.vllm_pack import references
-from migrator.dists import fetch
-from migrator.infer.sources import Source, open_release
+from migrator.core.dists import fetch
+from migrator.core.sources import Source, open_release
 from migrator.verify_imports.against import Dist, load_dist
 
 VLLM_13: Dist

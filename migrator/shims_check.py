@@ -208,9 +208,66 @@ def _run_probe(
     )
 
 
-def _probe() -> None:  # pragma: no cover - runs in the probe subprocess
-    """The probe: stdlib only, self-contained (its source is what the subprocess runs)."""
+# The probe runs in a fresh interpreter from its source text: each function below is stdlib
+# only and self-contained (its imports inside), and `_PROBE_SOURCE` is their text.
+
+
+def _probe_load(a: dict[str, Any], dotted: str) -> object:  # pragma: no cover - subprocess
+    """The object `dotted` names, reached as user code reaches it."""
     import importlib
+
+    if a["kind"] == "module":
+        return importlib.import_module(dotted)
+    # A real use, as user code writes it: `getattr(module, name)` would be a probe,
+    # which the shims answer without a warning.
+    module, _, name = dotted.rpartition(".")
+    scope: dict[str, object] = {}
+    exec(f"from {module} import {name} as value", scope)
+    return scope["value"]
+
+
+def _probe_same(
+    a: dict[str, Any], first: object, second: object, target: object, problems: list[str]
+) -> bool:  # pragma: no cover - runs in the probe subprocess
+    """Whether both loads of the old name gave the new name's object (and, for a symbol,
+    whether `dir()` of its old module lists it); each miss is added to `problems`."""
+    import sys
+
+    same = first is target and second is target
+    if a["kind"] == "module":
+        same = same and sys.modules.get(a["old"]) is target
+    else:
+        module, _, name = a["old"].rpartition(".")
+        if name not in dir(sys.modules[module]):
+            problems.append(f"{name} not in dir({module})")
+            same = False
+    if not same:
+        problems.append(f"{a['old']} is not {a['new']}")
+    return same
+
+
+def _probe_warned_once(
+    a: dict[str, Any], caught: list[Any], problems: list[str]
+) -> bool:  # pragma: no cover - runs in the probe subprocess
+    """Whether the table row warned exactly once, at the probe's line, naming old, step and
+    `vam migrate`; what is wrong otherwise is added to `problems`."""
+    ours = [w for w in caught if getattr(w.message, "old", None) == a["row"]]
+    text = str(ours[0].message) if ours else ""
+    named = all(s in text for s in (a["row"], a["version"], "vam migrate"))
+    once = len(ours) == 1 and issubclass(ours[0].category, DeprecationWarning)
+    # The probe's own line is the user's: `<string>`, as `python -c` names it.
+    here = once and ours[0].filename == "<string>"
+    if len(ours) != 1:
+        problems.append(f"{len(ours)} warnings for {a['row']}, expected 1")
+    elif not here:
+        problems.append(f"warning attributed to {ours[0].filename}:{ours[0].lineno}")
+    elif not named:
+        problems.append(f"warning does not name old, step and `vam migrate`: {text}")
+    return once and named and here
+
+
+def _probe() -> None:  # pragma: no cover - runs in the probe subprocess
+    """The probe: loads the old name twice and the new one once; prints what it saw as JSON."""
     import json
     import sys
     import traceback
@@ -220,24 +277,13 @@ def _probe() -> None:  # pragma: no cover - runs in the probe subprocess
     sys.path[:0] = a["paths"]
     seen: dict[str, object] = {"imports": False, "warns_once": None, "same": None, "skip": None}
     problems: list[str] = []
-
-    def load(dotted: str) -> object:
-        if a["kind"] == "module":
-            return importlib.import_module(dotted)
-        # A real use, as user code writes it: `getattr(module, name)` would be a probe,
-        # which the shims answer without a warning.
-        module, _, name = dotted.rpartition(".")
-        scope: dict[str, object] = {}
-        exec(f"from {module} import {name} as value", scope)
-        return scope["value"]
-
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            first = load(a["old"])
-            second = load(a["old"])
+            first = _probe_load(a, a["old"])
+            second = _probe_load(a, a["old"])
             seen["imports"] = True
-            target = load(a["new"])
+            target = _probe_load(a, a["new"])
         except ModuleNotFoundError as exc:
             top = (exc.name or "").split(".")[0]
             if top and top not in a["first_party"]:
@@ -246,37 +292,18 @@ def _probe() -> None:  # pragma: no cover - runs in the probe subprocess
         except Exception as exc:
             problems.append("".join(traceback.format_exception_only(type(exc), exc)).strip())
         else:
-            same = first is target and second is target
-            if a["kind"] == "module":
-                same = same and sys.modules.get(a["old"]) is target
-            else:
-                module, _, name = a["old"].rpartition(".")
-                if name not in dir(sys.modules[module]):
-                    problems.append(f"{name} not in dir({module})")
-                    same = False
-            if not same:
-                problems.append(f"{a['old']} is not {a['new']}")
-            seen["same"] = same
-
+            seen["same"] = _probe_same(a, first, second, target, problems)
     if seen["imports"]:
-        ours = [w for w in caught if getattr(w.message, "old", None) == a["row"]]
-        text = str(ours[0].message) if ours else ""
-        named = all(s in text for s in (a["row"], a["version"], "vam migrate"))
-        once = len(ours) == 1 and issubclass(ours[0].category, DeprecationWarning)
-        # The probe's own line is the user's: `<string>`, as `python -c` names it.
-        here = once and ours[0].filename == "<string>"
-        seen["warns_once"] = once and named and here
-        if len(ours) != 1:
-            problems.append(f"{len(ours)} warnings for {a['row']}, expected 1")
-        elif not here:
-            problems.append(f"warning attributed to {ours[0].filename}:{ours[0].lineno}")
-        elif not named:
-            problems.append(f"warning does not name old, step and `vam migrate`: {text}")
+        seen["warns_once"] = _probe_warned_once(a, caught, problems)
     seen["problems"] = problems
     print(json.dumps(seen))
 
 
-_PROBE_SOURCE = textwrap.dedent(inspect.getsource(_probe)) + "\n_probe()\n"
+# Annotations stay unevaluated in the subprocess, as they are here.
+_PROBE_SOURCE = "from __future__ import annotations\n\n" + "\n\n".join(
+    textwrap.dedent(inspect.getsource(f))
+    for f in (_probe_load, _probe_same, _probe_warned_once, _probe)
+) + "\n_probe()\n"
 
 _HEADERS = ("old", "new", "imports", "warns once", "same object", "status")
 

@@ -8,14 +8,13 @@ import time
 
 import click
 
-from migrator import codes
 from migrator.cli import options as opt
 from migrator.cli.options import UsageFailure
-from migrator.cli.pipeline import execute, setup
+from migrator.cli.pipeline import Setup, execute, setup
 from migrator.cli.stdin import process_stdin, stdin_filename, wants_stdin
-from migrator.engine import Options
-from migrator.findings import Finding
-from migrator.report import (
+from migrator.core import codes
+from migrator.core.findings import Finding
+from migrator.core.report import (
     FORMATS,
     is_info,
     kind_counts,
@@ -24,8 +23,9 @@ from migrator.report import (
     text_line,
     unified_diff,
 )
-from migrator.rules_tools import as_dotted, explain_name
-from migrator.runner import Job
+from migrator.core.tables import as_dotted, explain_name
+from migrator.rewrite.engine import FileResult, Options
+from migrator.rewrite.runner import Job
 from rules import RulesError, is_dotted, version_key
 
 _WORKERS = "Worker processes. [default: number of CPUs]"
@@ -95,22 +95,40 @@ def migrate(
     from_stdin = wants_stdin(paths, stdin_filename)
     run = setup(() if from_stdin else paths, rules_name, from_version, to_version)
     dry_run = diff or check
-    if drop_compat is not None:
-        try:
-            version_key(drop_compat)
-        except RulesError:
-            raise UsageFailure(f"--drop-compat {drop_compat!r}: not a version") from None
-    options = Options(
-        comments=run.config.comments and not no_comments,
-        line_length=run.config.line_length,
-        version_guards=opt.guard_names(version_guard, run.config.version_guards),
-        drop_compat=drop_compat,
-    )
+    options = _options(run, no_comments, drop_compat, version_guard)
     if from_stdin:
         _migrate_stdin(stdin_filename, run.job(options, write=False, keep_new=True), diff, check)
         return
     sources = run.sources(exclude, verbose)
     results = execute(sources, run.job(options, write=not dry_run, keep_new=diff), jobs)
+    failing, changed = _report(results, diff, quiet, dry_run)
+    if failing or (check and changed):
+        sys.exit(1)
+
+
+def _options(
+    run: Setup, no_comments: bool, drop_compat: str | None, version_guard: tuple[str, ...]
+) -> Options:
+    """The engine's options from the command line over `[tool.vam]`; UsageFailure for a
+    `--drop-compat` that is not a version."""
+    if drop_compat is not None:
+        try:
+            version_key(drop_compat)
+        except RulesError:
+            raise UsageFailure(f"--drop-compat {drop_compat!r}: not a version") from None
+    return Options(
+        comments=run.config.comments and not no_comments,
+        line_length=run.config.line_length,
+        version_guards=opt.guard_names(version_guard, run.config.version_guards),
+        drop_compat=drop_compat,
+    )
+
+
+def _report(
+    results: list[FileResult], diff: bool, quiet: bool, dry_run: bool
+) -> tuple[bool, int]:
+    """Diffs on stdout (with --diff), problems and the summary on stderr; returns (whether a
+    problem other than info was found, how many files changed)."""
     out = sys.stdout
     problems: list[Finding] = []
     for result in results:
@@ -128,8 +146,7 @@ def migrate(
             summary(len(results), sum(r.parsed for r in results), changed, failed, kinds, dry_run),
             err=True,
         )
-    if problems or (check and changed):
-        sys.exit(1)
+    return bool(problems), changed
 
 
 def _migrate_stdin(filename: str | None, job: Job, diff: bool, check: bool) -> None:

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from migrator.config import ConfigError, load_config, version_guard_problem
+from migrator.core.config import ConfigError, load_config, version_guard_problem
 from rules import Pack, RulesError, load_pack
 
 _F = TypeVar("_F", bound=Callable[..., Any])

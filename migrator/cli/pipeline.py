@@ -10,12 +10,12 @@ from pathlib import Path
 import click
 
 from migrator.cli.options import UsageFailure
-from migrator.config import Config, ConfigError, load_config
-from migrator.discover import SourceFile, iter_files
-from migrator.engine import FileResult, Options
-from migrator.resolver import Resolver
-from migrator.runner import Job, default_jobs, run
-from migrator.walk import glob_problem, skip_reason
+from migrator.core.config import Config, ConfigError, load_config
+from migrator.core.discover import SourceFile, iter_files
+from migrator.core.resolver import Resolver
+from migrator.core.walk import glob_problem, skip_reason
+from migrator.rewrite.engine import FileResult, Options
+from migrator.rewrite.runner import Job, default_jobs, run
 from rules import Pack, RulesError, load_pack, version_key
 
 

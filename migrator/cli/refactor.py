@@ -10,7 +10,7 @@ import click
 
 from migrator.cli import options as opt
 from migrator.cli.options import UsageFailure
-from migrator.report import text_line, unified_diff
+from migrator.core.report import text_line, unified_diff
 
 if TYPE_CHECKING:  # the refactor machinery is imported when the command runs, not at `vam` start
     from migrator.refactor import Outcome

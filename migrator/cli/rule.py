@@ -1,11 +1,11 @@
-"""`vam rule`: the doc of a diagnostic code, like `ruff rule` (texts in migrator/codes.py)."""
+"""`vam rule`: the doc of a diagnostic code, like `ruff rule` (texts in migrator/core/codes.py)."""
 
 from __future__ import annotations
 
 import click
 
-from migrator import codes
 from migrator.cli.options import UsageFailure
+from migrator.core import codes
 
 
 @click.command()

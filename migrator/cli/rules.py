@@ -9,7 +9,7 @@ import click
 from migrator.cli import options as opt
 from migrator.cli.infer import infer_command
 from migrator.cli.options import UsageFailure
-from migrator.rules_tools import check_against, export_ruff, show_pack, tree_root
+from migrator.core.tables import check_against, export_ruff, show_pack, tree_root
 from rules import RulesError, bundled, load_pack
 
 

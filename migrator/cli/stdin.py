@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 import click
 
 from migrator.cli.options import UsageFailure
-from migrator.discover import SourceFile, kind_of
-from migrator.engine import FileResult
-from migrator.runner import Job, run_bytes
+from migrator.core.discover import SourceFile, kind_of
+from migrator.rewrite.engine import FileResult
+from migrator.rewrite.runner import Job, run_bytes
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 

@@ -7,9 +7,9 @@ import textwrap
 
 import click
 
-from migrator import codes
 from migrator.cli import options as opt
 from migrator.cli.options import UsageFailure
+from migrator.core import codes
 
 _HELP = (
     """Import-only CI check: every first-party import resolves.
@@ -100,7 +100,7 @@ def verify_imports(
     import shutil
 
     from migrator import verify_imports as vi
-    from migrator.infer.sources import InputError
+    from migrator.core.sources import InputError
 
     if timeout_s is not None and not timeout_s > 0:
         raise UsageFailure(f"--timeout must be a positive number of seconds, got {timeout_s:g}")

@@ -5,9 +5,9 @@ definitions, `modules` and `symbols` match them, `emit` writes the TOML, `pipeli
 it all and checks the result with the rules loader and `check_against`.
 """
 
+from migrator.core.sources import InputError, Source, open_release
 from migrator.infer.gitsource import open_git
 from migrator.infer.pipeline import Inference, choose_packages, file_count, infer, step_version
-from migrator.infer.sources import InputError, Source, open_release
 
 __all__ = [
     "Inference",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from migrator.infer.finding import Finding
+from migrator.infer.candidate import Candidate
 
 _SECTIONS = (
     ("module", "Module moves: `old` and every dotted name below it now live under `new`."),
@@ -29,7 +29,7 @@ class Header:
     under: str | None
 
 
-def render(header: Header, findings: list[Finding]) -> str:
+def render(header: Header, findings: list[Candidate]) -> str:
     """The TOML text of the inferred table."""
     active = [f for f in findings if f.active]
     counts = {kind: sum(1 for f in active if f.kind == kind) for kind, _ in _SECTIONS}
@@ -61,11 +61,11 @@ def render(header: Header, findings: list[Finding]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _order(finding: Finding) -> tuple[bool, bool, str, str]:
+def _order(finding: Candidate) -> tuple[bool, bool, str, str]:
     return (finding.intermediate, not finding.active, finding.old, finding.new)
 
 
-def _entry(finding: Finding) -> list[str]:
+def _entry(finding: Candidate) -> list[str]:
     evidence = finding.evidence
     if finding.blocked:
         evidence = f"NOT APPLIED ({finding.blocked}): {evidence}"

@@ -10,7 +10,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from migrator.infer.sources import InputError, Source, tree_version
+from migrator.core.sources import InputError, Source, tree_version
 
 _META = ("PKG-INFO", "pyproject.toml", "setup.py")
 

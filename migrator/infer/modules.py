@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from migrator.infer.finding import MAX_CANDIDATES, Finding, listing
+from migrator.infer.candidate import MAX_CANDIDATES, Candidate, listing
 from migrator.infer.index import Definition, Index, Module
 
 THRESHOLD = 0.5  # a module moved if at least half of its definitions are found in one place
@@ -106,7 +106,7 @@ def best(placements: list[Placement]) -> Placement | None:
     return placements[0]
 
 
-def module_moves(old: Index, new: Index) -> list[Finding]:
+def module_moves(old: Index, new: Index) -> list[Candidate]:
     """Module moves, package collapses, merges and module removals from OLD to NEW."""
     gone = sorted(m for m in old.modules if not new.has(m))
     dest = Destinations(new.modules.values(), old)
@@ -120,8 +120,8 @@ def module_moves(old: Index, new: Index) -> list[Finding]:
 
 def _collapses(
     old: Index, new: Index, gone: list[str], placed: dict[str, list[Placement]]
-) -> tuple[list[Finding], set[str]]:
-    findings: list[Finding] = []
+) -> tuple[list[Candidate], set[str]]:
+    findings: list[Candidate] = []
     covered: set[str] = set()
     gone_set = set(gone)
     packages = [m for m in gone if old.modules[m].is_package]
@@ -144,7 +144,7 @@ def _collapses(
             f"modules of {package} are under {parent} with the same relative names "
             f"({listing(rels)})"
         )
-        findings.append(Finding("module", package, parent, evidence, submodules=tuple(rels)))
+        findings.append(Candidate("module", package, parent, evidence, submodules=tuple(rels)))
         covered.update((package, *children))
     return findings, covered
 
@@ -174,13 +174,13 @@ def _common_parent(
     return parent
 
 
-def _single(module: Module, placements: list[Placement]) -> Finding:
+def _single(module: Module, placements: list[Placement]) -> Candidate:
     if not placements:
         names = module.public() or sorted(_considered(module))
         what = f"it defined {listing(names)}" if names else "it defined nothing"
         if not names and module.imported:
             what = f"it only imported {listing(sorted(module.imported))}"
-        return Finding(
+        return Candidate(
             "removed",
             module.dotted,
             evidence="module gone; no single NEW module gained half of its definitions",
@@ -189,14 +189,14 @@ def _single(module: Module, placements: list[Placement]) -> Finding:
     choice = best(placements)
     if choice is None:
         tied = tuple(p.target for p in placements if p.rank() == placements[0].rank())
-        return Finding(
+        return Candidate(
             "module",
             module.dotted,
             evidence=f"score={placements[0].score:.2f} in each of {len(tied)} modules",
             blocked="ambiguous target",
             candidates=tied,
         )
-    return Finding("module", module.dotted, choice.target, evidence=_why(module, choice))
+    return Candidate("module", module.dotted, choice.target, evidence=_why(module, choice))
 
 
 def _why(module: Module, choice: Placement) -> str:
@@ -209,7 +209,7 @@ def _why(module: Module, choice: Placement) -> str:
     return why
 
 
-def _mark_merges(findings: list[Finding]) -> list[Finding]:
+def _mark_merges(findings: list[Candidate]) -> list[Candidate]:
     """Note in the evidence when two OLD modules landed in the same NEW module."""
     by_target: dict[str, list[str]] = defaultdict(list)
     for f in findings:
@@ -224,7 +224,7 @@ def _mark_merges(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-def interim_moves(interims: dict[str, Module], new: Index) -> list[Finding]:
+def interim_moves(interims: dict[str, Module], new: Index) -> list[Candidate]:
     """Intermediate paths (never released) -> where their definitions are in NEW."""
     dest = Destinations(new.modules.values(), None)
     findings = []

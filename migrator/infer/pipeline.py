@@ -14,14 +14,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from migrator.core.sources import InputError, Source
+from migrator.core.tables import check_against
+from migrator.infer.candidate import Candidate, under
 from migrator.infer.emit import Header, render
-from migrator.infer.finding import Finding, under
 from migrator.infer.gitsource import Interim
 from migrator.infer.index import Module, build_indexes, module_name, parse_definitions
 from migrator.infer.modules import interim_moves, module_moves
-from migrator.infer.sources import InputError, Source
 from migrator.infer.symbols import renames_in_moved, symbol_moves
-from migrator.rules_tools import check_against
 from rules import RulesError, parse
 from rules.schema import VERSION_RE
 
@@ -36,7 +36,7 @@ class Inference:
     """The table's text, its findings, files skipped as unparsable, and check failures."""
 
     text: str
-    findings: list[Finding]
+    findings: list[Candidate]
     skipped: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -128,7 +128,7 @@ def _interim_modules(interims: Sequence[Interim], packages: Sequence[str]) -> di
     return out
 
 
-def _touches(finding: Finding, scope: str) -> bool:
+def _touches(finding: Candidate, scope: str) -> bool:
     if under(finding.old, scope):
         return True
     targets = (finding.new, *finding.candidates) if finding.kind != "removed" else ()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from migrator.infer.finding import MAX_CANDIDATES, Finding, listing
+from migrator.infer.candidate import MAX_CANDIDATES, Candidate, listing
 from migrator.infer.index import Definition, Index, Module, similarity
 
 RENAME_SIMILARITY = 0.6  # Jaccard of token trigrams; edited-but-same functions score higher
@@ -41,7 +41,7 @@ def _distinctive(definition: Definition) -> bool:
     return definition.kind != "variable" and definition.size >= MIN_BODY_SHINGLES
 
 
-def symbol_moves(old: Index, new: Index) -> list[Finding]:
+def symbol_moves(old: Index, new: Index) -> list[Candidate]:
     """Symbol moves, renames and symbol removals for modules present in both releases."""
     gains = Gains(old, new)
     findings = []
@@ -56,7 +56,7 @@ def symbol_moves(old: Index, new: Index) -> list[Finding]:
     return findings
 
 
-def _place(before: Module, lost: Definition, now: Module, old: Index, gains: Gains) -> Finding:
+def _place(before: Module, lost: Definition, now: Module, old: Index, gains: Gains) -> Candidate:
     old_name = f"{before.dotted}.{lost.name}"
     named = [(m, d) for m, d in gains.by_name.get(lost.name, []) if m != before.dotted]
     if lost.kind == "variable":
@@ -75,7 +75,7 @@ def _place(before: Module, lost: Definition, now: Module, old: Index, gains: Gai
     renamed = _similar(lost, now, old)
     if renamed is not None:
         definition, score, runner_up = renamed
-        return Finding(
+        return Candidate(
             "symbol",
             old_name,
             f"{now.dotted}.{definition.name}",
@@ -84,7 +84,7 @@ def _place(before: Module, lost: Definition, now: Module, old: Index, gains: Gai
         )
     still = sorted({m for m, _ in (*named, *gains.kept.get(lost.name, []))})
     elsewhere = f"; a `{lost.name}` is still defined in {listing(still)}" if still else ""
-    return Finding(
+    return Candidate(
         "removed",
         old_name,
         evidence="no NEW module gained a definition with this name, this body, or a similar "
@@ -93,12 +93,12 @@ def _place(before: Module, lost: Definition, now: Module, old: Index, gains: Gai
     )
 
 
-def _by_name(old_name: str, lost: Definition, named: list[tuple[str, Definition]]) -> Finding:
+def _by_name(old_name: str, lost: Definition, named: list[tuple[str, Definition]]) -> Candidate:
     if len(named) == 1:
         module, definition = named[0]
         same = "identical body" if definition.digest == lost.digest else "body changed"
         score = 1.0 if definition.digest == lost.digest else similarity(lost, definition)
-        return Finding(
+        return Candidate(
             "symbol",
             old_name,
             f"{module}.{lost.name}",
@@ -114,11 +114,11 @@ def _by_name(old_name: str, lost: Definition, named: list[tuple[str, Definition]
 
 def _choose(
     old_name: str, hits: list[tuple[str, Definition]], why: str, lost: Definition
-) -> Finding:
+) -> Candidate:
     targets = tuple(f"{m}.{d.name}" for m, d in hits)
     if len(targets) == 1:
-        return Finding("symbol", old_name, targets[0], f"score=1.00 {why}")
-    return Finding(
+        return Candidate("symbol", old_name, targets[0], f"score=1.00 {why}")
+    return Candidate(
         "symbol",
         old_name,
         evidence=f"{why}: `{lost.name}` is defined in {len(targets)} candidate modules",
@@ -151,7 +151,7 @@ def best_similar(
     return scored[0][2], scored[0][0], runner_up
 
 
-def renames_in_moved(old: Index, new: Index, moves: list[Finding]) -> list[Finding]:
+def renames_in_moved(old: Index, new: Index, moves: list[Candidate]) -> list[Candidate]:
     """Renames inside moved modules, emitted commented out: a [[step.symbol]] may not start
     from a module that a [[step.module]] moves, so the table cannot express them."""
     findings = []
@@ -172,7 +172,7 @@ def renames_in_moved(old: Index, new: Index, moves: list[Finding]) -> list[Findi
                 hit = best_similar(lost, [d for d in gained if d.kind == lost.kind])
                 if hit is not None:
                     findings.append(
-                        Finding(
+                        Candidate(
                             "symbol",
                             f"{source}.{name}",
                             f"{target}.{hit[0].name}",

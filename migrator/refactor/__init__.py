@@ -13,15 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migrator import findings as F
+from migrator.core import findings as F
+from migrator.core.resolver import Resolver
 from migrator.refactor import gitwork, shimline
 from migrator.refactor.apply import ApplyError, apply
 from migrator.refactor.layout import module_path
 from migrator.refactor.plan import Plan, PlanError, make_plan
 from migrator.refactor.rewrite import Change, Rewrite
-from migrator.resolver import Resolver
-from migrator.verify_imports import Finding as ImportFinding
-from migrator.verify_imports import verify_static
+from migrator.verify_imports import ImportFinding, verify_static
 from rules import Pack, RulesError, Step
 
 __all__ = ["ApplyError", "Change", "Outcome", "PlanError", "carry_out"]

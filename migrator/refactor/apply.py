@@ -12,10 +12,10 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from migrator.core.writer import atomic_write
 from migrator.refactor import gitwork
 from migrator.refactor.plan import Plan
 from migrator.refactor.rewrite import Change
-from migrator.writer import atomic_write
 
 
 class ApplyError(OSError):

@@ -10,9 +10,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from migrator.core.resolver import Resolver
 from migrator.refactor.layout import dotted_of, module_path, package_files
 from migrator.refactor.symbols import top_level_names
-from migrator.resolver import Resolver
 from rules import Step
 
 

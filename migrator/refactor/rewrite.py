@@ -13,15 +13,15 @@ import ast
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from migrator import findings as F
-from migrator.discover import SourceFile, iter_files, kind_of
-from migrator.engine import Engine, decode_python
-from migrator.options import Options
+from migrator.core import findings as F
+from migrator.core.discover import SourceFile, iter_files, kind_of
+from migrator.core.resolver import Resolver
+from migrator.core.settings import Options
 from migrator.refactor import shimline, symbols
 from migrator.refactor.layout import module_path, package_of_file
 from migrator.refactor.plan import Plan, PlanError
 from migrator.refactor.relative import Origin, absolutize, relativize
-from migrator.resolver import Resolver
+from migrator.rewrite.engine import Engine, decode_python
 from rules import Pack
 
 

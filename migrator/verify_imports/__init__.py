@@ -11,7 +11,7 @@ module `__getattr__` serves. run.py ties them to the command line; output.py ren
 from migrator.verify_imports.against import Dist, dist_from_source, load_dist, verify_against
 from migrator.verify_imports.discovery import TargetError
 from migrator.verify_imports.dynamic import DEFAULT_OPTIONAL, DEFAULT_TIMEOUT_S
-from migrator.verify_imports.findings import CODE_TITLES, SEVERITY, Finding
+from migrator.verify_imports.findings import CODE_TITLES, SEVERITY, ImportFinding
 from migrator.verify_imports.output import FORMATS, render, summary
 from migrator.verify_imports.run import (
     Settings,
@@ -29,7 +29,7 @@ __all__ = [
     "Dist",
     "FORMATS",
     "SEVERITY",
-    "Finding",
+    "ImportFinding",
     "Settings",
     "SettingsError",
     "TargetError",

@@ -2,7 +2,7 @@
 resolve in a given release of it?
 
 The distribution's packages are indexed exactly as a first-party package is (a `Layout` and
-a `Project`, parsed on demand), only from the file map of `migrator.infer.sources` (a tree, an
+a `Project`, parsed on demand), only from the file map of `migrator.core.sources` (a tree, an
 sdist or a wheel, read in place) instead of a walk of the disk. Every import in the checked
 files whose top-level package belongs to the distribution, and every string that is a dotted
 path into it (mock.patch targets), then goes through the same checker as first-party imports.
@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from migrator.dists import open_dist
-from migrator.infer.sources import Source
+from migrator.core.dists import open_dist
+from migrator.core.sources import Source
 from migrator.verify_imports.checker import check_dotted, check_file, unsuppressed
 from migrator.verify_imports.discovery import NAMESPACE, SOURCE, Layout, ModuleFile, discover
-from migrator.verify_imports.findings import Finding
+from migrator.verify_imports.findings import ImportFinding
 from migrator.verify_imports.project import Project
 from migrator.verify_imports.run import VerifyResult, collector_paused, display_path
 from migrator.verify_imports.strings import dotted_strings
@@ -44,7 +44,7 @@ class Dist:
     def packages(self) -> frozenset[str]:
         return self.project.first_party
 
-    def problems(self, dotted: str) -> list[Finding]:
+    def problems(self, dotted: str) -> list[ImportFinding]:
         """What is wrong with the dotted path `dotted` (a module, or a module then a name) in
         this release: [] when it resolves; warnings only (VAI104 deprecated, VAI100 unknown)
         when it resolves at run time; errors (VAI001/VAI002) when importing it fails."""
@@ -87,9 +87,9 @@ def _add_module(modules: dict[str, ModuleFile], parts: list[str], path: Path) ->
 
 
 def load_dist(spec: str, index_url: str | None = None) -> Dist:
-    """`dist_from_source` of a DIST spec (see `migrator.dists.open_dist`).
+    """`dist_from_source` of a DIST spec (see `migrator.core.dists.open_dist`).
 
-    Raises migrator.infer.sources.InputError (DistError) when it cannot be read or fetched."""
+    Raises migrator.core.sources.InputError (DistError) when it cannot be read or fetched."""
     return dist_from_source(open_dist(spec, index_url))
 
 
@@ -105,7 +105,7 @@ def verify_against(dist: Dist, targets: Sequence[str]) -> VerifyResult:
     def show(path: Path) -> str:
         return display_path(path, cwd)
 
-    found: list[Finding] = []
+    found: list[ImportFinding] = []
     project = dist.project
     with collector_paused():
         for layout in layouts:

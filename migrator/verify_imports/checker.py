@@ -13,7 +13,7 @@ from pathlib import Path
 
 from migrator.verify_imports import findings as codes
 from migrator.verify_imports.discovery import EXTENSION, NAMESPACE, SOURCE, ModuleFile
-from migrator.verify_imports.findings import Finding
+from migrator.verify_imports.findings import ImportFinding
 from migrator.verify_imports.forwarding import Served
 from migrator.verify_imports.index import ImportedName, ImportStmt
 from migrator.verify_imports.project import (
@@ -28,13 +28,13 @@ Show = Callable[[Path], str]
 _PRAGMA = re.compile(rb"#\s*vam:\s*ignore(?:\[([A-Z0-9,\s]*)\])?")
 
 
-def check_file(project: Project, target: ModuleFile, show: Show) -> list[Finding]:
+def check_file(project: Project, target: ModuleFile, show: Show) -> list[ImportFinding]:
     """Findings (VAI001, VAI002, VAI004, VAI1xx) for one file, `# vam: ignore` pragmas applied."""
     info = project.info_of_file(target.path)
     path = show(target.path)
     if info.syntax_error:
         line, col, message = info.syntax_error
-        return [Finding(path, line, col, codes.SYNTAX_ERROR, f"cannot parse: {message}")]
+        return [ImportFinding(path, line, col, codes.SYNTAX_ERROR, f"cannot parse: {message}")]
     checker = _FileChecker(project, target, path, show)
     for stmt in info.imports:
         if stmt.is_from:
@@ -45,7 +45,7 @@ def check_file(project: Project, target: ModuleFile, show: Show) -> list[Finding
 
 
 def check_dotted(project: Project, target: ModuleFile, dotted: str, line: int, col: int,
-                 show: Show) -> list[Finding]:
+                 show: Show) -> list[ImportFinding]:
     """Findings for a first-party path written as a string in `target` (a `mock.patch` target,
     a qualname): as `from P import N` where P is the longest prefix of `dotted` that is a
     module and N the next component (what mock.patch imports, then looks up); attributes
@@ -71,7 +71,7 @@ def check_dotted(project: Project, target: ModuleFile, dotted: str, line: int, c
             for f in checker.findings]
 
 
-def folder_findings(project: Project, checked: Iterable[Path], show: Show) -> list[Finding]:
+def folder_findings(project: Project, checked: Iterable[Path], show: Show) -> list[ImportFinding]:
     """VAI005 at each left-out folder (see unpackaged.py) that a module outside it imports, when
     the run checks one of those importers or a file below the folder (`checked`: every file
     the run reports on, in any layout). Position: the folder, line 1, column 1."""
@@ -85,7 +85,7 @@ def folder_findings(project: Project, checked: Iterable[Path], show: Show) -> li
         path = unpackaged.dirs[folder].path
         if importers & targets or any(p.is_relative_to(path) for p in checked):
             where = show(path)
-            found.append(Finding(
+            found.append(ImportFinding(
                 where, 1, 1, codes.UNPACKAGED_DIR,
                 f"{where}/ has no __init__.py but '{folder.rpartition('.')[0]}' is a regular "
                 f"package: {unpackaged.finder} leaves it and everything below it out of the wheel",
@@ -122,7 +122,7 @@ def _imported_modules(stmt: ImportStmt, module: str, is_package: bool) -> list[s
     return [source, *(f"{source}.{alias.name}" for alias in stmt.names)]
 
 
-def unsuppressed(source: bytes, found: list[Finding]) -> list[Finding]:
+def unsuppressed(source: bytes, found: list[ImportFinding]) -> list[ImportFinding]:
     """Drop findings on lines carrying `# vam: ignore` (all codes) or `# vam: ignore[VAI001]`."""
     if not found or b"vam:" not in source:
         return found
@@ -146,14 +146,16 @@ class _FileChecker:
         self.target = target
         self.path = path
         self.show = show
-        self.findings: list[Finding] = []
+        self.findings: list[ImportFinding] = []
 
     def report(self, stmt: ImportStmt, line: int, col: int, code: str, message: str,
                module: str, name: str = "", suggestion: str = "") -> None:
         if stmt.guarded and codes.SEVERITY[code] == codes.ERROR:
             code = codes.GUARDED_IMPORT
             message = f"guarded by except ImportError: {message}"
-        self.findings.append(Finding(self.path, line, col, code, message, module, name, suggestion))
+        self.findings.append(
+            ImportFinding(self.path, line, col, code, message, module, name, suggestion)
+        )
 
     def missing_prefix(self, dotted: str) -> str:
         """The first prefix of `dotted` that is not a module ("" when all are)."""

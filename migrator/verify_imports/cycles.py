@@ -27,7 +27,7 @@ from pathlib import Path
 from migrator.verify_imports import findings as codes
 from migrator.verify_imports.checker import Show, unsuppressed
 from migrator.verify_imports.discovery import SOURCE
-from migrator.verify_imports.findings import Finding
+from migrator.verify_imports.findings import ImportFinding
 from migrator.verify_imports.index import ImportedName
 from migrator.verify_imports.project import Project, RelativeImportError, resolve_from_module
 
@@ -127,48 +127,8 @@ class CycleChecker:
         return graph
 
     def components(self, graph: dict[str, list[str]] | None = None) -> list[list[str]]:
-        """Strongly connected components that contain a cycle (Tarjan, iterative)."""
-        graph = graph if graph is not None else self._graph()
-        index: dict[str, int] = {}
-        low: dict[str, int] = {}
-        on_stack: set[str] = set()
-        stack: list[str] = []
-        result: list[list[str]] = []
-        counter = 0
-        for start in sorted(graph):
-            if start in index:
-                continue
-            work: list[tuple[str, int]] = [(start, 0)]
-            while work:
-                node, i = work.pop()
-                if i == 0:
-                    index[node] = low[node] = counter
-                    counter += 1
-                    stack.append(node)
-                    on_stack.add(node)
-                successors = graph[node]
-                if i < len(successors):
-                    work.append((node, i + 1))
-                    succ = successors[i]
-                    if succ not in index:
-                        work.append((succ, 0))
-                    elif succ in on_stack:
-                        low[node] = min(low[node], index[succ])
-                    continue
-                if work:
-                    parent = work[-1][0]
-                    low[parent] = min(low[parent], low[node])
-                if low[node] == index[node]:
-                    members = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        members.append(member)
-                        if member == node:
-                            break
-                    if len(members) > 1 or node in graph[node]:
-                        result.append(sorted(members))
-        return result
+        """Strongly connected components that contain a cycle (`cyclic_components`)."""
+        return cyclic_components(graph if graph is not None else self._graph())
 
     def _may_break(self, members: set[str]) -> bool:
         """Cheap filter: some `from` import inside the component takes a name its module binds
@@ -207,81 +167,7 @@ class CycleChecker:
             work += [t for ev in reversed(self.events[module]) for t in reversed(ev.chain)]
         return entry
 
-    def _replay(self, entry: str, members: set[str]) -> Iterable[_Failure]:
-        """Replay `import entry` with `entry` the first member of its component to run; modules
-        outside the component cannot reach back into it, so they are taken as imported."""
-        root = _Event(0, 0, (entry,), "", (), False)
-        running: dict[str, int] = {}  # module -> position of the statement it is executing
-        failed: dict[str, set[int]] = {}  # module -> positions of its statements that failed
-        done: set[str] = set()
-        frames: list[list] = [["", [root], 0, 0]]  # [module, events, event index, chain index]
-        while frames:
-            frame = frames[-1]
-            module, events, ei, ci = frame
-            if ei == len(events):
-                frames.pop()
-                if module:
-                    del running[module]
-                    done.add(module)
-                continue
-            ev = events[ei]
-            if module:
-                running[module] = ev.pos
-            if ci < len(ev.chain):
-                frame[3] = ci + 1
-                target = ev.chain[ci]
-                if target in members and target not in done and target not in running:
-                    frames.append([target, self.events[target], 0, 0])
-                continue
-            frame[2], frame[3] = ei + 1, 0
-            if ev.from_module not in running:
-                continue
-            failure = self._partial_import(ev, module, entry, running, failed, frames)
-            if failure is not None:
-                failed.setdefault(module, set()).add(ev.pos)
-            if failure is None or failure.guarded:
-                yield from ([failure] if failure else [])
-                continue
-            catcher = _innermost_guard(frames)
-            if catcher is None:
-                # The ImportError would end this import; carrying on as if the name were there
-                # reports every failing statement at once, as they fail one fix after another.
-                yield failure
-                continue
-            # An outer `try: import ... except ImportError` catches it: the modules above that
-            # statement are dropped from sys.modules and the catching module carries on.
-            held = frames[catcher]
-            caught = f"{held[0]}:{held[1][held[2]].line}"
-            yield dataclasses.replace(failure, guarded=True, caught_at=caught)
-            for dropped in frames[catcher + 1:]:
-                running.pop(dropped[0], None)
-            del frames[catcher + 1:]
-            held[2], held[3] = held[2] + 1, 0
-
-    def _partial_import(self, ev: _Event, importer: str, entry: str, running: dict[str, int],
-                        failed: dict[str, set[int]], frames: list[list]) -> _Failure | None:
-        target = ev.from_module
-        ns = self.project.namespace(target)
-        dead = failed.get(target, set())
-        for alias in ev.names:
-            if f"{target}.{alias.name}" in self.project.modules:
-                continue
-            first = ns.bindings.get(alias.name)
-            if first is None:
-                continue  # missing names are VAI001's business
-            # The first binding that really happens: a failed `from` statement binds nothing.
-            bound = next((b for b in sorted([first, *ns.rebinds.get(alias.name, [])])
-                          if b[0] not in dead), None)
-            if bound is None or bound[0] < running[target]:
-                continue
-            start = next(i for i, f in enumerate(frames) if f[0] == target)
-            steps = [f"{f[0]}:{f[1][f[2] - 1].line if f is frames[-1] else f[1][f[2]].line}"
-                     for f in frames[start:]]
-            return _Failure(importer, alias, target, bound[1], entry,
-                            " -> ".join(steps + [target]), ev.guarded)
-        return None
-
-    def findings(self, show: Show, only: set[Path] | None = None) -> list[Finding]:
+    def findings(self, show: Show, only: set[Path] | None = None) -> list[ImportFinding]:
         """VAI003 findings (VAI102 when the failing import is guarded), one per failing name,
         for importers whose file is in `only` (all when None)."""
         seen: set[tuple[str, int, int, str]] = set()
@@ -300,7 +186,7 @@ class CycleChecker:
             # What happens inside a component depends only on which member runs first.
             entries = dict.fromkeys(self._first_entered(m, members, reaches) for m in component)
             for entry in entries:
-                for failure in self._replay(entry, members):
+                for failure in _Replay(self.project, self.events, entry, members).failures():
                     alias = failure.alias
                     key = (failure.importer, alias.line, alias.col, alias.name)
                     importer_path = modules[failure.importer].path
@@ -311,7 +197,7 @@ class CycleChecker:
                     result += unsuppressed(self.project.source(importer_path), [finding])
         return result
 
-    def _finding(self, failure: _Failure, show: Show) -> Finding:
+    def _finding(self, failure: _Failure, show: Show) -> ImportFinding:
         modules = self.project.modules
         target_path = show(modules[failure.target].path)
         message = (
@@ -326,8 +212,144 @@ class CycleChecker:
             message = f"caught by except ImportError around {failure.caught_at}: {message}"
         elif failure.guarded:
             code, message = codes.GUARDED_IMPORT, f"guarded by except ImportError: {message}"
-        return Finding(show(modules[failure.importer].path), failure.alias.line, failure.alias.col,
-                       code, message, failure.target, failure.alias.name)
+        return ImportFinding(show(modules[failure.importer].path), failure.alias.line,
+                             failure.alias.col, code, message, failure.target, failure.alias.name)
+
+
+class _Replay:
+    """Replays `import entry` with `entry` the first member of its component to run; modules
+    outside the component cannot reach back into it, so they are taken as imported."""
+
+    def __init__(self, project: Project, events: dict[str, list[_Event]], entry: str,
+                 members: set[str]) -> None:
+        self.project = project
+        self.events = events
+        self.entry = entry
+        self.members = members
+        self.running: dict[str, int] = {}  # module -> position of the statement it is executing
+        self.failed: dict[str, set[int]] = {}  # module -> positions of its statements that failed
+        self.done: set[str] = set()
+        root = _Event(0, 0, (entry,), "", (), False)
+        self.frames: list[list] = [["", [root], 0, 0]]  # [module, events, event index, chain index]
+
+    def failures(self) -> Iterable[_Failure]:
+        frames, running = self.frames, self.running
+        while frames:
+            frame = frames[-1]
+            module, events, ei, ci = frame
+            if ei == len(events):
+                frames.pop()
+                if module:
+                    del running[module]
+                    self.done.add(module)
+                continue
+            ev = events[ei]
+            if module:
+                running[module] = ev.pos
+            if ci < len(ev.chain):
+                frame[3] = ci + 1
+                target = ev.chain[ci]
+                if target in self.members and target not in self.done and target not in running:
+                    frames.append([target, self.events[target], 0, 0])
+                continue
+            frame[2], frame[3] = ei + 1, 0
+            if ev.from_module in running:
+                yield from self._from_running(ev, module)
+
+    def _from_running(self, ev: _Event, module: str) -> Iterable[_Failure]:
+        """The failure of a `from` statement whose module is still running, if it fails, and
+        what an enclosing `except ImportError` makes of it."""
+        failure = self._partial_import(ev, module)
+        if failure is None:
+            return
+        self.failed.setdefault(module, set()).add(ev.pos)
+        if failure.guarded:
+            yield failure
+            return
+        frames = self.frames
+        catcher = _innermost_guard(frames)
+        if catcher is None:
+            # The ImportError would end this import; carrying on as if the name were there
+            # reports every failing statement at once, as they fail one fix after another.
+            yield failure
+            return
+        # An outer `try: import ... except ImportError` catches it: the modules above that
+        # statement are dropped from sys.modules and the catching module carries on.
+        held = frames[catcher]
+        caught = f"{held[0]}:{held[1][held[2]].line}"
+        yield dataclasses.replace(failure, guarded=True, caught_at=caught)
+        for dropped in frames[catcher + 1:]:
+            self.running.pop(dropped[0], None)
+        del frames[catcher + 1:]
+        held[2], held[3] = held[2] + 1, 0
+
+    def _partial_import(self, ev: _Event, importer: str) -> _Failure | None:
+        target = ev.from_module
+        ns = self.project.namespace(target)
+        dead = self.failed.get(target, set())
+        for alias in ev.names:
+            if f"{target}.{alias.name}" in self.project.modules:
+                continue
+            first = ns.bindings.get(alias.name)
+            if first is None:
+                continue  # missing names are VAI001's business
+            # The first binding that really happens: a failed `from` statement binds nothing.
+            bound = next((b for b in sorted([first, *ns.rebinds.get(alias.name, [])])
+                          if b[0] not in dead), None)
+            if bound is None or bound[0] < self.running[target]:
+                continue
+            frames = self.frames
+            start = next(i for i, f in enumerate(frames) if f[0] == target)
+            steps = [f"{f[0]}:{f[1][f[2] - 1].line if f is frames[-1] else f[1][f[2]].line}"
+                     for f in frames[start:]]
+            return _Failure(importer, alias, target, bound[1], self.entry,
+                            " -> ".join(steps + [target]), ev.guarded)
+        return None
+
+
+def cyclic_components(graph: dict[str, list[str]]) -> list[list[str]]:
+    """Strongly connected components of `graph` that contain a cycle (Tarjan, iterative),
+    each sorted, in the order Tarjan closes them."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    result: list[list[str]] = []
+    counter = 0
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work: list[tuple[str, int]] = [(start, 0)]
+        while work:
+            node, i = work.pop()
+            if i == 0:
+                index[node] = low[node] = counter
+                counter += 1
+                stack.append(node)
+                on_stack.add(node)
+            successors = graph[node]
+            if i < len(successors):
+                work.append((node, i + 1))
+                succ = successors[i]
+                if succ not in index:
+                    work.append((succ, 0))
+                elif succ in on_stack:
+                    low[node] = min(low[node], index[succ])
+                continue
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                members = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    members.append(member)
+                    if member == node:
+                        break
+                if len(members) > 1 or node in graph[node]:
+                    result.append(sorted(members))
+    return result
 
 
 def _innermost_guard(frames: list[list]) -> int | None:

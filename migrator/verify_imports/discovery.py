@@ -4,7 +4,7 @@ A target is a package directory, a plain directory (every Python file under it),
 (what pre-commit passes) or an importable package name. Whatever the target, the whole top-level
 package it belongs to is indexed, found by walking up through `__init__.py` files, so checking
 one file gives the same findings for that file as checking the whole tree. Directories are walked
-by `migrator.walk`, as `vam migrate` walks them (`.gitignore`, tool folders, build output).
+by `migrator.core.walk`, as `vam migrate` walks them (`.gitignore`, tool folders, build output).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migrator.modname import ModuleNamer
-from migrator.walk import glob_regex, skipped_dir, walk
+from migrator.core.modname import ModuleNamer
+from migrator.core.walk import glob_regex, skipped_dir, walk
 
 SOURCE = "source"
 STUB = "stub"

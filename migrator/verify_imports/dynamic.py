@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from migrator.verify_imports import findings as codes
-from migrator.verify_imports.findings import Finding
+from migrator.verify_imports.findings import ImportFinding
 
 DEFAULT_OPTIONAL = ("torch_npu", "mooncake", "memcache_hybrid", "ucm")
 DEFAULT_TIMEOUT_S = 60.0
@@ -63,7 +63,7 @@ class DynamicTarget:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ImportOutcome:
     """What importing one module did: `status` is ok, failed, timeout or skipped."""
 
     target: DynamicTarget
@@ -81,7 +81,7 @@ def run_imports(
     optional: Iterable[str] = DEFAULT_OPTIONAL,
     python: str = sys.executable,
     jobs: int | None = None,
-) -> list[Outcome]:
+) -> list[ImportOutcome]:
     """Import each target in its own `python` subprocess, `jobs` at a time (default: CPUs).
 
     A child that runs past `timeout_s` seconds is killed with its process group. Outcomes come
@@ -97,34 +97,35 @@ def run_imports(
 
 
 def _import_one(target: DynamicTarget, timeout_s: float, optional: frozenset[str],
-                python: str) -> Outcome:
+                python: str) -> ImportOutcome:
     command = [python, "-c", _CHILD, str(target.root), target.name, _MARKER]
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     try:
         child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, env=env, start_new_session=True)
     except OSError as exc:
-        return Outcome(target, "failed", f"cannot start {python}: {exc.strerror}")
+        return ImportOutcome(target, "failed", f"cannot start {python}: {exc.strerror}")
     try:
         out, err = child.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _kill_group(child)
         child.communicate()
-        return Outcome(target, "timeout", f"import did not finish within {timeout_s:g} s")
+        return ImportOutcome(target, "timeout", f"import did not finish within {timeout_s:g} s")
     result = _result_line(out)
     if result is None:
         last = err.decode(errors="replace").strip().splitlines()
         why = last[-1] if last else "no output"
-        return Outcome(target, "failed", f"interpreter exited with code {child.returncode}: {why}")
+        return ImportOutcome(target, "failed",
+                             f"interpreter exited with code {child.returncode}: {why}")
     if result["ok"]:
-        return Outcome(target, "ok")
+        return ImportOutcome(target, "ok")
     for name in result["missing"]:
         if name.partition(".")[0] in optional:
-            return Outcome(target, "skipped", f"optional dependency '{name}' is not installed",
-                           missing=name)
+            return ImportOutcome(target, "skipped",
+                                 f"optional dependency '{name}' is not installed", missing=name)
     line, raised_at = _locate(target, result["frames"])
     detail = f"{result['type']}: {result['message']}" if result["message"] else result["type"]
-    return Outcome(target, "failed", detail, line, raised_at)
+    return ImportOutcome(target, "failed", detail, line, raised_at)
 
 
 def _kill_group(child: subprocess.Popen[bytes]) -> None:
@@ -161,7 +162,9 @@ def _locate(target: DynamicTarget, frames: list[list]) -> tuple[int, str]:
     return line or 1, raised_at
 
 
-def outcome_findings(outcomes: Iterable[Outcome], show: Callable[[Path], str]) -> list[Finding]:
+def outcome_findings(
+    outcomes: Iterable[ImportOutcome], show: Callable[[Path], str]
+) -> list[ImportFinding]:
     """Findings for everything but clean imports: VAI201 failed, VAI202 timeout, VAI203 skipped."""
     result = []
     for outcome in outcomes:
@@ -172,15 +175,15 @@ def outcome_findings(outcomes: Iterable[Outcome], show: Callable[[Path], str]) -
             if outcome.raised_at:
                 file, _, line = outcome.raised_at.rpartition(":")
                 where = f" (raised at {show(Path(file))}:{line})"
-            result.append(Finding(path, outcome.line, 1, codes.IMPORT_RAISED,
-                                  f"importing '{target.name}' failed: {outcome.detail}{where}",
-                                  target.name))
+            message = f"importing '{target.name}' failed: {outcome.detail}{where}"
+            result.append(ImportFinding(path, outcome.line, 1, codes.IMPORT_RAISED, message,
+                                        target.name))
         elif outcome.status == "timeout":
-            result.append(Finding(path, 1, 1, codes.IMPORT_TIMEOUT,
-                                  f"importing '{target.name}' timed out: {outcome.detail}",
-                                  target.name))
+            result.append(ImportFinding(path, 1, 1, codes.IMPORT_TIMEOUT,
+                                        f"importing '{target.name}' timed out: {outcome.detail}",
+                                        target.name))
         elif outcome.status == "skipped":
-            result.append(Finding(path, 1, 1, codes.OPTIONAL_SKIPPED,
-                                  f"skipped '{target.name}': {outcome.detail}", target.name,
-                                  outcome.missing))
+            result.append(ImportFinding(path, 1, 1, codes.OPTIONAL_SKIPPED,
+                                        f"skipped '{target.name}': {outcome.detail}", target.name,
+                                        outcome.missing))
     return result

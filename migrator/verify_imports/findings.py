@@ -1,4 +1,5 @@
-"""What `vam verify-imports` reports: one `Finding` per problem, with a stable code and a severity.
+"""What `vam verify-imports` reports: one `ImportFinding` per problem, with a stable code and a
+severity.
 
 Codes (stable; documented in `vam verify-imports --help` and `vam rule CODE`):
 
@@ -18,11 +19,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from migrator import codes
-from migrator.codes import ERROR as ERROR
-from migrator.codes import INFO as INFO
-from migrator.codes import WARNING as WARNING
-from migrator.render import Located
+from migrator.core import codes
+from migrator.core.codes import ERROR as ERROR
+from migrator.core.codes import INFO as INFO
+from migrator.core.codes import WARNING as WARNING
+from migrator.core.render import Located
 
 MISSING_NAME = "VAI001"
 MISSING_MODULE = "VAI002"
@@ -38,13 +39,13 @@ IMPORT_RAISED = "VAI201"
 IMPORT_TIMEOUT = "VAI202"
 OPTIONAL_SKIPPED = "VAI203"
 
-# {code: level} and {code: title}; levels, titles and docs live in migrator/codes.py.
+# {code: level} and {code: title}; levels, titles and docs live in migrator/core/codes.py.
 SEVERITY = codes.levels("VAI")
 CODE_TITLES = codes.titles("VAI")
 
 
 @dataclass(frozen=True, order=True)
-class Finding(Located):
+class ImportFinding(Located):
     """One problem at `path:line:col` (fields `path, line, col, code` from `Located`; `path` as
     given to the reporter, usually relative). Findings sort by position, then code."""
 

@@ -1,18 +1,18 @@
 """Render findings as text (`path:line:col: CODE message`), JSON, GitHub workflow commands or
-SARIF 2.1.0, through the renderer `vam check` uses (migrator.render)."""
+SARIF 2.1.0, through the renderer `vam check` uses (migrator.core.render)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from migrator.render import FORMATS, Dialect
-from migrator.render import render as render_as
-from migrator.verify_imports.findings import CODE_TITLES, ERROR, INFO, WARNING, Finding
+from migrator.core.render import FORMATS, Dialect
+from migrator.core.render import render as render_as
+from migrator.verify_imports.findings import CODE_TITLES, ERROR, INFO, WARNING, ImportFinding
 
 __all__ = ["FORMATS", "VERIFY", "render", "summary"]
 
 
-def _as_json(f: Finding) -> dict[str, object]:
+def _as_json(f: ImportFinding) -> dict[str, object]:
     return {
         "path": f.path,
         "line": f.line,
@@ -26,17 +26,17 @@ def _as_json(f: Finding) -> dict[str, object]:
     }
 
 
-VERIFY = Dialect[Finding](
+VERIFY = Dialect[ImportFinding](
     CODE_TITLES, lambda f: f.severity, _as_json, github_title=str, title_first=False
 )
 
 
-def render(found: Sequence[Finding], fmt: str) -> str:
+def render(found: Sequence[ImportFinding], fmt: str) -> str:
     """The report for `found` in `fmt` (one of FORMATS); "" for text/github with no findings."""
     return render_as(found, fmt, VERIFY)
 
 
-def summary(found: Sequence[Finding], files: int, seconds: float, mode: str) -> str:
+def summary(found: Sequence[ImportFinding], files: int, seconds: float, mode: str) -> str:
     """One line: counts by severity, files checked, wall time in seconds."""
     errors = sum(f.severity == ERROR for f in found)
     warnings = sum(f.severity == WARNING for f in found)

@@ -27,7 +27,7 @@ from migrator.verify_imports.dynamic import (
     outcome_findings,
     run_imports,
 )
-from migrator.verify_imports.findings import Finding
+from migrator.verify_imports.findings import ImportFinding
 from migrator.verify_imports.project import Project
 
 if sys.version_info >= (3, 11):
@@ -51,7 +51,7 @@ class Settings:
 class VerifyResult:
     """Sorted findings, how many files (static) or modules (dynamic) were looked at, seconds."""
 
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[ImportFinding] = field(default_factory=list)
     checked: int = 0
     seconds: float = 0.0
 
@@ -121,7 +121,7 @@ def verify_static(targets: Sequence[str], generated: Sequence[str] = ()) -> Veri
     def show(path: Path) -> str:
         return display_path(path, cwd)
 
-    found: list[Finding] = []
+    found: list[ImportFinding] = []
     checked_paths = [target.path for layout in layouts for target in layout.targets]
     with collector_paused():
         for layout in layouts:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import rules
-from migrator import findings as F
-from migrator.engine import Engine, Options
-from migrator.resolver import Resolver
+from migrator.core import findings as F
+from migrator.core.resolver import Resolver
+from migrator.rewrite.engine import Engine, Options
 
 REPO = Path(__file__).resolve().parents[2]
 

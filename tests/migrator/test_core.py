@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from migrator.cli import main
-from migrator.discover import iter_files
-from migrator.modname import ModuleNamer, package_of
+from migrator.core.discover import iter_files
+from migrator.core.modname import ModuleNamer, package_of
 
 OLD = "vllm_ascend.distributed.mooncake_connector"
 NEW = "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector"

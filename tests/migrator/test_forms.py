@@ -7,9 +7,9 @@ import textwrap
 import pytest
 
 import rules
-from migrator import findings as F
-from migrator.engine import Engine, Options
-from migrator.resolver import Resolver
+from migrator.core import findings as F
+from migrator.core.resolver import Resolver
+from migrator.rewrite.engine import Engine, Options
 
 # The forms are those of the 0.13 -> 0.14 move; the bundled table's later steps would take
 # some names further (or remove them).

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from migrator import codes
-from migrator import findings as F
-from migrator.imports import absolute_module
+from migrator.core import codes
+from migrator.core import findings as F
+from migrator.rewrite.import_plan import absolute_module
 from tests.migrator.conftest import vam
 from tests.migrator.test_forms import TO_VERSION, rewrite
 

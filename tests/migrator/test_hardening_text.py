@@ -74,8 +74,8 @@ def test_a_fifo_named_on_the_command_line_is_reported(with_fifos: Path, command:
 
 
 def test_reading_never_blocks_on_a_fifo(tmp_path: Path) -> None:
-    from migrator.discover import SourceFile
-    from migrator.engine import read
+    from migrator.core.discover import SourceFile
+    from migrator.rewrite.engine import read
 
     os.mkfifo(tmp_path / "late.py")  # became a FIFO after the walk looked at it
     data = read(SourceFile(tmp_path / "late.py", tmp_path, "python"))
@@ -239,7 +239,7 @@ def test_extensionless_scripts_with_a_shebang_are_walked(tmp_path: Path) -> None
 
 
 def test_pool_is_capped_by_cpus_and_by_the_work() -> None:
-    from migrator.runner import pool_size
+    from migrator.rewrite.runner import pool_size
 
     cpus = len(os.sched_getaffinity(0))
     assert pool_size(999, 100_000) == cpus

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from migrator.engine import Engine, Options
-from migrator.resolver import Resolver
+from migrator.core.resolver import Resolver
+from migrator.rewrite.engine import Engine, Options
 from rules import load_pack
 
 STEP_VERSION = "0.14.0"

@@ -1,4 +1,4 @@
-"""One code registry (migrator/codes.py): `vam rule`, the --help code tables, the README tables
+"""One code registry (migrator/core/codes.py): `vam rule`, the --help code tables, the README tables
 and the per-tool title/severity maps all come from it and cannot drift."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import re
 import pytest
 from click.testing import CliRunner, Result
 
-from migrator import codes
-from migrator import findings as F
 from migrator.cli import main
+from migrator.core import codes
+from migrator.core import findings as F
 from migrator.verify_imports import findings as VI
 from tests.migrator.conftest import REPO
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import rules
-from migrator import findings as F
-from migrator.resolver import Resolver
+from migrator.core import findings as F
+from migrator.core.resolver import Resolver
 from tests.migrator.conftest import REPO, rewrite, vam
 
 EXPECTED_MODULES = {

@@ -13,8 +13,8 @@ import pytest
 from packaging.version import Version
 
 import rules
-from migrator import findings as F
-from migrator.resolver import Resolver
+from migrator.core import findings as F
+from migrator.core.resolver import Resolver
 from tests.migrator.conftest import REPO, rewrite, vam
 
 # -- versions ---------------------------------------------------------------------------------

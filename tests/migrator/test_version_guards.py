@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 import rules
-from migrator import findings as F
-from migrator.engine import Engine
-from migrator.options import Options
-from migrator.resolver import Resolver
+from migrator.core import findings as F
+from migrator.core.resolver import Resolver
+from migrator.core.settings import Options
+from migrator.rewrite.engine import Engine
 from tests.migrator.conftest import vam
 
 # A small vLLM-like table: cdiv left vllm.utils in 0.11.1, vllm.attention.layer moved in 0.12.0.

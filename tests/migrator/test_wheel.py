@@ -76,7 +76,7 @@ def test_wheel_ships_the_rule_pack_and_no_tests(installed: tuple[Path, Path]) ->
     wheel, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"rules/vllm_ascend.toml", "rules/vllm.toml"} <= names
-    assert {"migrator/cli/__init__.py", "migrator/sites/__init__.py", "migrator/__main__.py", "rules/schema.py"} <= names
+    assert {"migrator/cli/__init__.py", "migrator/rewrite/sites/__init__.py", "migrator/__main__.py", "rules/schema.py"} <= names
     assert not any(n.startswith(("tests/", "benchmarks/", "examples/")) for n in names)
 
 

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from migrator.cli import main
-from migrator.dists import DistError, open_dist
+from migrator.core.dists import DistError, open_dist
 from migrator.verify_imports import dist_from_source, verify_against
 from migrator.verify_imports.against import load_dist
 from tests.verify_imports.conftest import Tree
@@ -247,7 +247,7 @@ def test_first_party_forwarders_are_read_too(tree: Tree) -> None:
 
 
 def test_dist_from_source_registers_namespace_folders() -> None:
-    from migrator.infer.sources import Source
+    from migrator.core.sources import Source
 
     source = Source("x==1", {"x/__init__.py": b"", "x/ns/deep/mod.py": b"A = 1\n"}, "1")
     dist = dist_from_source(source)

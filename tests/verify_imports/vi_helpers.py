@@ -7,14 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from migrator.verify_imports import Finding, verify_static
+from migrator.verify_imports import ImportFinding, verify_static
 
 
-def static(*targets: str) -> list[Finding]:
+def static(*targets: str) -> list[ImportFinding]:
     return verify_static(list(targets)).findings
 
 
-def codes(found: list[Finding]) -> list[tuple[str, int, int, str]]:
+def codes(found: list[ImportFinding]) -> list[tuple[str, int, int, str]]:
     """(path, line, col, code) of each finding, the shape most assertions compare."""
     return [(f.path, f.line, f.col, f.code) for f in found]
 

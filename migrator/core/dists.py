@@ -1,0 +1,199 @@
+"""A third-party distribution at one version, as a `Source` (migrator.core.sources).
+
+A DIST is a source tree, an sdist (`.tar.gz`), a wheel (`.whl`), or `NAME==VERSION`. The last
+is fetched from the package index pip is configured to use (PEP 503 simple page), never
+through pip itself: pip's metadata step builds the sdist, which fails for projects such as
+vLLM without their GPU toolchain. The archive lands in a cache outside the repository
+(`$VAM_SDIST_CACHE`, default `~/.cache/vam-sdists/`), checked against the sha256 the page
+gives, and is read in place afterwards, offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html.parser
+import os
+import re
+import subprocess
+import sys
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from migrator.core.sources import InputError, Source, open_release
+
+DEFAULT_INDEX = "https://pypi.org/simple"
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([A-Za-z0-9.!+_-]+)\s*$")
+_TIMEOUT_S = 300
+
+
+class DistError(InputError):
+    """A DIST that cannot be had: bad spec, index unreachable, no file, hash mismatch."""
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """One file a simple page lists: its name, absolute URL and sha256 ("" when not given)."""
+
+    filename: str
+    url: str
+    sha256: str
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("VAM_SDIST_CACHE") or Path.home() / ".cache" / "vam-sdists")
+
+
+def parse_requirement(spec: str) -> tuple[str, str] | None:
+    """(name, version) of `NAME==VERSION`, else None (a path, or anything else)."""
+    match = _REQUIREMENT.match(spec)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def normalize(name: str) -> str:
+    """The PEP 503 form of a project name: `vllm_ascend` -> `vllm-ascend`."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pip_index_url() -> str:
+    """The index pip would use: $PIP_INDEX_URL, then `pip config` (global, user, site, env;
+    the last one set wins, as in pip), else PyPI. `extra-index-url` is not consulted."""
+    url = os.environ.get("PIP_INDEX_URL", "")
+    if not url:
+        try:
+            out = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
+                                 capture_output=True, text=True, timeout=60, check=False,
+                                 stdin=subprocess.DEVNULL).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            out = ""
+        urls = re.findall(r"^[\w:-]*\.index-url='([^']*)'", out, re.M)
+        url = urls[-1] if urls else DEFAULT_INDEX
+    return url.rstrip("/")
+
+
+def open_dist(spec: str, index_url: str | None = None, cache: Path | None = None) -> Source:
+    """Read DIST `spec`: a path (tree, sdist, wheel) or `NAME==VERSION` (fetched, cached).
+
+    Raises:
+        DistError / InputError: unreadable input, or a requirement that cannot be fetched.
+    """
+    requirement = parse_requirement(spec)
+    if requirement is None or Path(spec).exists():
+        return open_release(Path(spec))
+    source = open_release(fetch(*requirement, index_url=index_url, cache=cache))
+    source.label = f"{requirement[0]}=={requirement[1]}"
+    return source
+
+
+def fetch(name: str, version: str, index_url: str | None = None,
+          cache: Path | None = None) -> Path:
+    """The archive of `name==version` in the cache, downloaded on first use: the sdist, else
+    a pure-Python wheel (`py3-none-any`); a platform wheel holds compiled code only.
+
+    Raises:
+        DistError: the index cannot be read, lists no such file, or the sha256 differs.
+    """
+    folder = cache or cache_dir()
+    for candidate in _cached(folder, name, version):
+        return candidate
+    index = (index_url or pip_index_url()).rstrip("/")
+    files = list_files(index, name)
+    chosen = pick(files, name, version)
+    if chosen is None:
+        listed = sorted({f.filename for f in files if _version_of(f.filename, name) == version})
+        detail = f" (only {', '.join(listed)})" if listed else ""
+        raise DistError(f"{index}/{normalize(name)}/ lists no sdist or pure-Python wheel of "
+                        f"{name}=={version}{detail}")
+    folder.mkdir(parents=True, exist_ok=True)
+    return download(chosen, folder / chosen.filename)
+
+
+def _cached(folder: Path, name: str, version: str) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    found = [p for p in sorted(folder.iterdir())
+             if p.is_file() and _version_of(p.name, name) == version and _wanted(p.name)]
+    return sorted(found, key=lambda p: not p.name.endswith(".tar.gz"))
+
+
+def _wanted(filename: str) -> bool:
+    return filename.endswith(".tar.gz") or filename.endswith("-none-any.whl")
+
+
+def _version_of(filename: str, name: str) -> str | None:
+    """The version in an sdist or wheel file name of project `name`, else None."""
+    if filename.endswith(".tar.gz"):
+        project, _, version = filename[: -len(".tar.gz")].rpartition("-")
+    elif filename.endswith(".whl"):
+        project, version = (filename.split("-") + [""])[:2]
+    else:
+        return None
+    return version if project and normalize(project) == normalize(name) else None
+
+
+def pick(files: list[IndexFile], name: str, version: str) -> IndexFile | None:
+    """The sdist of `name==version` among `files`, else its pure-Python wheel, else None."""
+    matching = [f for f in files if _version_of(f.filename, name) == version
+                and _wanted(f.filename)]
+    matching.sort(key=lambda f: not f.filename.endswith(".tar.gz"))
+    return matching[0] if matching else None
+
+
+class _Anchors(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self.hrefs += [value for key, value in attrs if key == "href" and value]
+
+
+def list_files(index: str, name: str) -> list[IndexFile]:
+    """The files the simple page of `name` lists (an `http(s)://` or `file://` index; a
+    `file://` folder is read through its `index.html`, as pip does).
+
+    Raises DistError when the page cannot be read."""
+    page_url = f"{index}/{normalize(name)}/"
+    url = page_url
+    if page_url.startswith("file:"):
+        local = Path(urllib.request.url2pathname(urllib.parse.urlparse(page_url).path))
+        url = (local / "index.html").as_uri()
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:
+            page = response.read().decode("utf-8", "replace")
+    except (OSError, ValueError) as exc:
+        raise DistError(f"cannot read {page_url}: {exc}") from None
+    anchors = _Anchors()
+    anchors.feed(page)
+    found = []
+    for href in anchors.hrefs:
+        link, _, fragment = urllib.parse.urljoin(url, href).partition("#")
+        filename = urllib.parse.unquote(link.rsplit("/", 1)[-1])
+        digest = fragment[len("sha256="):] if fragment.startswith("sha256=") else ""
+        found.append(IndexFile(filename, link, digest.lower()))
+    return found
+
+
+def download(file: IndexFile, target: Path) -> Path:
+    """Stream `file` to `target` through a `.part` file, checking its sha256.
+
+    Raises DistError on a network error or a hash mismatch (nothing is left behind)."""
+    partial = target.with_name(target.name + ".part")
+    digest = hashlib.sha256()
+    try:
+        with urllib.request.urlopen(file.url, timeout=_TIMEOUT_S) as response, \
+                partial.open("wb") as out:
+            while chunk := response.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+    except (OSError, ValueError) as exc:
+        partial.unlink(missing_ok=True)
+        raise DistError(f"cannot download {file.url}: {exc}") from None
+    if file.sha256 and digest.hexdigest() != file.sha256:
+        partial.unlink()
+        raise DistError(f"sha256 mismatch for {file.url}: the index says {file.sha256}, "
+                        f"the file is {digest.hexdigest()}")
+    partial.replace(target)
+    return target

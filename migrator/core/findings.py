@@ -1,0 +1,88 @@
+"""What a run reports: one `Finding` per reference, failure or hazard, with a stable code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from migrator.core import codes
+from migrator.core.edits import TextEdit
+from migrator.core.render import Located
+from migrator.core.resolver import Resolution
+
+# Stable codes, ruff-style. VAM0xx: references; VAM9xx: files that could not be processed.
+MOVED = "VAM001"
+NEEDS_HUMAN = "VAM002"
+REMOVED = "VAM003"
+COMPAT_PAIR = "VAM004"  # info: a try/except or if/else pair of old and new path, kept
+PINNED = "VAM005"  # info: a link pinned to a tag or commit, or a diff's removed line, kept
+GUARDED_BRANCH = "VAM006"  # info: the old branch of a version guard, kept
+COMPAT_DROPPED = "VAM007"  # info: --drop-compat collapsed a block to its newer branch
+SYNTAX_ERROR = "VAM901"
+UNREADABLE = "VAM902"
+UNWRITABLE = "VAM903"
+NOT_REGULAR = "VAM904"  # a FIFO, socket or device named on the command line: never read
+INTERNAL_ERROR = "VAM999"
+
+CODE_TITLES = codes.titles("VAM")  # {code: title}; titles and docs live in migrator/core/codes.py
+
+
+@dataclass(frozen=True)
+class Finding(Located):
+    """One thing to report at `path:line:col` (fields `path, line, col, code` from `Located`),
+    with its `kind` of reference."""
+
+    kind: str
+    message: str
+    old: str = ""
+    new: str = ""
+    step: str = ""
+
+    @property
+    def fixable(self) -> bool:
+        return self.code == MOVED
+
+
+def steps_of(resolution: Resolution) -> str:
+    return ", ".join(dict.fromkeys(hit.step for hit in resolution.hits))
+
+
+def moved(
+    kind: str,
+    resolution: Resolution,
+    line: int = 0,
+    col: int = 0,
+    old: str | None = None,
+    new: str | None = None,
+) -> Finding:
+    """A fixable reference; `old`/`new` default to the whole resolved name."""
+    old = old if old is not None else resolution.name
+    new = new if new is not None else resolution.new
+    step = steps_of(resolution)
+    return Finding("", line, col, MOVED, kind, f"'{old}' moved to '{new}' ({step})", old, new, step)
+
+
+def removed(kind: str, resolution: Resolution, line: int = 0, col: int = 0) -> Finding:
+    rule = resolution.removed
+    assert rule is not None
+    message = (
+        f"'{resolution.name}' was removed in {resolution.removed_step}, no replacement: {rule.hint}"
+    )
+    return Finding(
+        "", line, col, REMOVED, kind, message, resolution.name, "", resolution.removed_step
+    )
+
+
+def needs_human(kind: str, message: str, line: int = 0, col: int = 0, old: str = "") -> Finding:
+    return Finding("", line, col, NEEDS_HUMAN, kind, message, old)
+
+
+def failure(code: str, message: str, line: int = 0, col: int = 0) -> Finding:
+    return Finding("", line, col, code, "file", message)
+
+
+def text_finding(edit: TextEdit, kind: str, line: int = 0, col: int = 0) -> Finding:
+    """The finding for a reference the text rewriter found (`path` kind for file paths)."""
+    kind = "path" if edit.form == "path" else kind
+    if edit.resolution.removed is not None and not edit.fixable:
+        return removed(kind, edit.resolution, line, col)
+    return moved(kind, edit.resolution, line, col, edit.old, edit.new)

@@ -1,0 +1,38 @@
+"""The switches of one run, shared by the engine and the site rewriters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# What the suffix of a version helper's name says: how the running version compares to the
+# helper's argument.
+COMPARISONS = {"is": "==", "eq": "==", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+# The version helpers vllm-ascend and other vLLM plugins guard compatibility code with; the
+# suffix says the comparison (see `migrator.rewrite.sites.guards`).
+DEFAULT_VERSION_GUARDS = (
+    "vllm_version_is",
+    "vllm_version_lt",
+    "vllm_version_le",
+    "vllm_version_gt",
+    "vllm_version_ge",
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    """Per-run switches.
+
+    `comments` False leaves comments and docstrings alone. `line_length` None never wraps a
+    rewritten import. `report_only` (check mode) wants findings, not new text: imports are
+    judged from the ast without libcst, and files that do not parse are still scanned as text.
+    `version_guards` are the names of the version helpers whose branches are told apart
+    (`migrator.rewrite.sites.guards`); `drop_compat`, a version, collapses every block guarded for
+    that version or older to its newer branch (`migrator.rewrite.sites.drop`).
+    """
+
+    comments: bool = True
+    line_length: int | None = None
+    report_only: bool = False
+    version_guards: tuple[str, ...] = DEFAULT_VERSION_GUARDS
+    drop_compat: str | None = None

@@ -1,0 +1,218 @@
+"""Reading a move table for people and other tools: explain, show, check against trees, export."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from migrator.core.resolver import Resolver
+from rules import ModuleMove, Pack, Step, SymbolMove
+
+
+def explain_name(pack: Pack, dotted: str) -> list[str]:
+    """Lines describing what each step did to `dotted`; empty if the table never names it."""
+    lines: list[str] = []
+    current = dotted
+    for step in pack.steps:
+        one = Resolver(pack, _before(pack, step), step.version)
+        resolution = one.resolve(current)
+        removal = f", old path kept by the shims until {step.removal}" if step.removal else ""
+        if resolution.removed is not None:
+            lines.append(
+                f"{step.version}: removed ({resolution.removed.old}), no replacement: "
+                f"{resolution.removed.hint}"
+            )
+            return [dotted, *["  " + line for line in lines]]
+        if resolution.changed:
+            hit = resolution.first
+            what = "module move" if hit.kind == "module" else "symbol move"
+            lines.append(
+                f"{step.version}: {current} -> {resolution.new}  ({what} {hit.old} -> "
+                f"{hit.new}{removal})"
+            )
+            current = resolution.new
+        elif step.stays(current):
+            lines.append(f"{step.version}: stays put (listed in the table)")
+        else:
+            for move in step.moves():
+                if move.new == current or current.startswith(move.new + "."):
+                    lines.append(
+                        f"{step.version}: new home of {move.old}{current[len(move.new) :]}"
+                    )
+    if not lines:
+        return []
+    if current != dotted:
+        lines.append(f"now: {current}   (rewrite references with `vam migrate`)")
+    return [dotted, *["  " + line for line in lines]]
+
+
+def _before(pack: Pack, step: Step) -> str | None:
+    index = pack.steps.index(step)
+    return pack.steps[index - 1].version if index else None
+
+
+def as_dotted(name: str, packages: tuple[str, ...]) -> str:
+    """`pkg.mod.obj` from the spellings users paste: a dotted name, `pkg.mod:obj`, or a file
+    path (`./pkg/mod.py`, `/.../site-packages/pkg/sub/__init__.py`, `pkg/sub/`). Not
+    validated: the caller checks the result is a dotted name."""
+    text = name.strip().replace(":", ".")
+    if "/" not in text and "\\" not in text:
+        return text
+    parts = [p for p in text.replace("\\", "/").split("/") if p and p != "."]
+    starts = [i for i, part in enumerate(parts) if part in packages]
+    if starts:
+        parts = parts[starts[0] :]
+    if parts and parts[-1].endswith((".py", ".pyi")):
+        parts[-1] = parts[-1].rsplit(".", 1)[0]
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def show_pack(pack: Pack) -> str:
+    out = [
+        f"{pack.name}: {pack.description}",
+        f"  source: {pack.source}",
+        f"  packages scanned: {', '.join(pack.packages)}",
+    ]
+    for step in pack.steps:
+        removal = f" (old paths removed in {step.removal})" if step.removal else ""
+        out.append(f"\nstep {step.version}{removal}: {step.summary}")
+        width = max((len(r.old) for r in step.moves()), default=0)
+        for move in step.modules:
+            flag = "  [intermediate]" if move.intermediate else ""
+            out.append(f"  module  {move.old.ljust(width)}  ->  {move.new}{flag}")
+            for sub in move.submodules:
+                out.append(f"            .{sub}")
+        for symbol in step.symbols:
+            out.append(f"  symbol  {symbol.old.ljust(width)}  ->  {symbol.new}")
+        for removed in step.removed:
+            out.append(f"  removed {removed.old}: {removed.hint}")
+        for name in step.stay:
+            out.append(f"  stays   {name}")
+    return "\n".join(out)
+
+
+def tree_root(tree: Path, packages: tuple[str, ...]) -> Path:
+    """The folder that holds the packages: `tree` itself, or its parent when `tree` is the
+    package folder (`.../vllm_ascend`)."""
+    if not any((tree / package).is_dir() for package in packages) and tree.name in packages:
+        return tree.parent
+    return tree
+
+
+def check_against(step: Step, old_tree: Path, new_tree: Path) -> list[str]:
+    """Errors for rows whose `old` is missing from `old_tree` or `new` from `new_tree`.
+
+    Intermediate rows (paths that never shipped in a release) are exempt.
+    """
+    errors: list[str] = []
+    for move in step.modules:
+        if move.intermediate:
+            continue
+        for suffix in ("", *(f".{s}" for s in move.submodules)):
+            if not _module_file(old_tree, move.old + suffix):
+                errors.append(
+                    f"{move.where}: old module {move.old + suffix!r} not found in {old_tree}"
+                )
+            if not _module_file(new_tree, move.new + suffix):
+                errors.append(
+                    f"{move.where}: new module {move.new + suffix!r} not found in {new_tree}"
+                )
+    for symbol in step.symbols:
+        errors.extend(_check_symbol(symbol, old_tree, new_tree))
+    for removed in step.removed:
+        if not (_module_file(old_tree, removed.old) or _defines(old_tree, removed.old)):
+            errors.append(f"{removed.where}: removed name {removed.old!r} not found in {old_tree}")
+    return errors
+
+
+def _check_symbol(symbol: SymbolMove, old_tree: Path, new_tree: Path) -> list[str]:
+    errors = []
+    if _module_file(old_tree, symbol.old):
+        errors.append(
+            f"{symbol.where}: {symbol.old!r} is a module in {old_tree}, not a symbol: "
+            "use a [[step.module]] row"
+        )
+    elif not _defines(old_tree, symbol.old):
+        errors.append(
+            f"{symbol.where}: old module {symbol.old_module!r} defines no "
+            f"{symbol.old_name!r} in {old_tree}"
+        )
+    if not _defines(new_tree, symbol.new):
+        errors.append(
+            f"{symbol.where}: new module {symbol.new_module!r} defines no "
+            f"{symbol.new_name!r} in {new_tree}"
+        )
+    return errors
+
+
+def name_exists(tree: Path, dotted: str) -> bool:
+    """True if `dotted` is a module of `tree` or a name bound at the top of one (`a.b.C`;
+    an attribute path below it, `a.b.C.method`, counts when `a.b` binds `C`)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        module = ".".join(parts[:cut])
+        if _module_file(tree, module):
+            return cut == len(parts) or _defines(tree, f"{module}.{parts[cut]}")
+    return False
+
+
+def _module_file(tree: Path, dotted: str) -> Path | None:
+    base = tree.joinpath(*dotted.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return base if base.is_dir() else None
+
+
+def _defines(tree: Path, dotted: str) -> bool:
+    """True if the module of `dotted` binds its last name at top level."""
+    module, _, name = dotted.rpartition(".")
+    path = _module_file(tree, module)
+    if path is None or path.is_dir():
+        return False
+    try:
+        body = ast.parse(path.read_bytes()).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return name in _bound_names(body)
+
+
+def _bound_names(body: list[ast.stmt]) -> set[str]:
+    names: set[str] = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.If, ast.Try)):
+            names |= _bound_names(node.body)
+            for handler in getattr(node, "handlers", []):
+                names |= _bound_names(handler.body)
+            names |= _bound_names(node.orelse)
+    return names
+
+
+def export_ruff(pack: Pack, standalone: bool) -> str:
+    """ruff configuration banning every old module and symbol (rule TID251)."""
+    prefix = "lint." if standalone else "tool.ruff.lint."
+    lines = []
+    if standalone:
+        lines += ["[lint]", 'select = ["TID251"]', ""]
+    lines.append(f"[{prefix}flake8-tidy-imports.banned-api]")
+    for step in pack.steps:
+        for move in step.moves():
+            names = [move.old]
+            if isinstance(move, ModuleMove):
+                names += [f"{move.old}.{s}" for s in move.submodules]
+            for name in names:
+                new = move.new + name[len(move.old) :]
+                message = f"moved to {new} in {step.version}; run `vam migrate`"
+                lines.append(f'"{name}".msg = "{message}"')
+        for removed in step.removed:
+            lines.append(f'"{removed.old}".msg = "removed in {step.version}: {removed.hint}"')
+    return "\n".join(lines) + "\n"

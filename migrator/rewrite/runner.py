@@ -1,0 +1,160 @@
+"""Runs the per-file pipeline over many files, in worker processes, and writes results.
+
+Each worker builds its own `Engine` once. The parent reads each file once to screen it; the
+bytes of the few files that pass go to a worker, which transforms them and (when asked) writes
+the file atomically. Only findings travel back to the parent, and the old and new bytes only
+for a diff. Results come back in input order, so output is deterministic whatever `jobs` is.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+
+from migrator.core import findings as F
+from migrator.core.discover import SourceFile
+from migrator.core.resolver import Resolver
+from migrator.core.writer import WriteRefused, atomic_write
+from migrator.rewrite.engine import Engine, FileResult, Options, Read
+from rules import Pack
+
+# Below this many files that need processing, a pool costs more than it saves.
+_POOL_THRESHOLD = 32
+_CHUNK = 16
+_PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything a worker needs to rebuild the engine (picklable)."""
+
+    pack: Pack
+    from_version: str | None
+    to_version: str | None
+    options: Options
+    write: bool
+    keep_new: bool
+
+
+_engine: Engine | None = None
+_job: Job | None = None
+
+
+def _init(job: Job) -> None:
+    global _engine, _job
+    _job = job
+    _engine = Engine(Resolver(job.pack, job.from_version, job.to_version), job.options)
+
+
+def _init_worker(job: Job) -> None:
+    """A pool worker: build the engine, and die with the parent (a killed `vam` must not
+    leave workers that go on writing files)."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() == 1:  # the parent died before prctl took effect
+            os._exit(1)
+    _init(job)
+
+
+def _work(item: tuple[SourceFile, Read], write: bool = True) -> FileResult:
+    assert _engine is not None and _job is not None
+    source, data = item
+    try:
+        result = _engine.process(source, data)
+    except Exception as exc:  # a bug in vam must not stop the run or touch the file
+        result = FileResult(str(source.path), failed=True)
+        result.findings.append(F.failure(
+            F.INTERNAL_ERROR, f"internal error ({type(exc).__name__}: {exc}); file left "
+            "untouched - please report this with the file"))
+    if result.new is not None and _job.write and write:
+        try:
+            atomic_write(source.path, result.new)
+        except WriteRefused as exc:
+            result.failed = True
+            result.findings.append(F.failure(F.UNWRITABLE, f"not written: {exc}"))
+            result.new = None
+        except OSError as exc:
+            result.failed = True
+            result.findings.append(F.failure(F.UNWRITABLE, f"cannot write: {exc.strerror or exc}"))
+            result.new = None
+    if result.new is not None and not _job.keep_new:
+        result.new = b""  # changed; the bytes themselves are not needed by the parent
+    elif result.new is not None and isinstance(data, bytes):
+        result.old = data  # for the diff, which then needs no second read
+    result.findings = [replace(f, path=result.path) for f in result.findings]
+    return result
+
+
+def default_jobs() -> int:
+    """The CPUs this process may run on (its affinity mask, as a container or taskset sets)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+def pool_size(jobs: int, files: int) -> int:
+    """Worker processes for `files` files needing work when `jobs` were asked for: never more
+    than the CPUs available, nor than the chunks of work there are to hand out (a worker
+    beyond those only costs its start-up); at least 1."""
+    chunks = -(-files // _CHUNK)
+    return max(1, min(jobs, default_jobs(), chunks))
+
+
+def run(
+    sources: Sequence[SourceFile],
+    job: Job,
+    jobs: int,
+    on_result: Callable[[FileResult], None] | None = None,
+) -> Iterator[FileResult]:
+    """Process `sources`, yielding one result per file in input order.
+
+    The parent screens every file first (its one read and two byte searches); only files that
+    may hold a reference go to the workers, with their bytes, and a pool is started only when
+    there are enough of them to pay for it.
+    """
+    _init(job)
+    assert _engine is not None
+    screened = [_engine.screen(source) for source in sources]
+    keep = [data is not None for data in screened]
+    todo = [(s, d) for s, d in zip(sources, screened, strict=True) if d is not None]
+    workers = pool_size(jobs, len(todo))
+    if workers <= 1 or len(todo) < _POOL_THRESHOLD:
+        yield from _merge(sources, keep, map(_work, todo), on_result)
+        return
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    context = multiprocessing.get_context(method)
+    with ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_init_worker, initargs=(job,)
+    ) as pool:
+        yield from _merge(sources, keep, pool.map(_work, todo, chunksize=_CHUNK), on_result)
+
+
+def run_bytes(source: SourceFile, data: bytes, job: Job) -> FileResult:
+    """Process `data` as the content of `source` in this process (stdin: never written,
+    whatever `job.write` says)."""
+    _init(job)
+    return _work((source, data), write=False)
+
+
+def _merge(
+    sources: Sequence[SourceFile],
+    keep: list[bool],
+    processed: Iterator[FileResult],
+    on_result: Callable[[FileResult], None] | None,
+) -> Iterator[FileResult]:
+    for source, kept in zip(sources, keep, strict=True):
+        result = next(processed) if kept else FileResult(str(source.path))
+        if on_result:
+            on_result(result)
+        yield result

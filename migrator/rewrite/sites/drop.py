@@ -1,0 +1,350 @@
+"""`vam migrate --drop-compat VERSION`: collapse every compatibility block of VERSION or older
+to the branch that still runs - what a plugin's "drop 0.11.0 support" commit does by hand.
+
+An `if`/`elif`/`else` chain loses the arms whose guard (`migrator.rewrite.sites.guards`) is False on
+every version after VERSION; an arm that is True there becomes the chain's `else` (or, first,
+the whole statement). A chain left with one block is replaced by that block, dedented; one
+left with nothing is deleted (`pass` where its block would be empty). A conditional
+expression keeps its live side; a `try`/`except ImportError` pair (`migrator.rewrite.sites.compat`)
+whose old path moved in the first step after VERSION keeps the branch with the new path.
+Comments and layout of what is kept stay; lines inside multi-line strings are never
+re-indented. A condition a dropped guard cannot decide (`vllm_version_is("0.11.0") or flag`)
+is reported for a human.
+
+It takes two passes: `plan_drops` runs first and freezes what will be removed (no other
+rewriter edits or reports it), `collapse` runs last and re-indents the kept lines around
+the edits the other rewriters made in them.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from migrator.core import findings as F
+from migrator.rewrite.sites.buffer import EditBuffer
+from migrator.rewrite.sites.compat import bindings, catches_import_error
+from migrator.rewrite.sites.context import SiteContext
+from migrator.rewrite.sites.guards import decide, mentions_decided_guard
+from migrator.rewrite.sites.plan import Cut, DropPlan, Floor
+
+_ELSE = re.compile(r"(?m)^[ \t]*else[ \t]*:")
+_INDENT = re.compile(r"[ \t]*")
+
+
+@dataclass
+class _Chain:
+    """An `if` statement with its `elif` arms and their values above the floor."""
+
+    arms: list[ast.If]
+    values: list[bool | None]
+    orelse: list[ast.stmt]
+
+    @property
+    def vanishes(self) -> bool:
+        return all(v is False for v in self.values) and not self.orelse
+
+
+def plan_drops(ctx: SiteContext, buf: EditBuffer) -> None:
+    if ctx.options.drop_compat is None:
+        return
+    buf.drops = _Planner(ctx, buf, Floor(ctx.options.drop_compat, inclusive=False)).run()
+
+
+class _Planner:
+    def __init__(self, ctx: SiteContext, buf: EditBuffer, floor: Floor):
+        self.ctx, self.buf, self.smap = ctx, buf, ctx.smap
+        self.plan = DropPlan(floor)
+        self.helpers = ctx.options.version_guards
+
+    def run(self) -> DropPlan:
+        chains: dict[int, _Chain] = {}
+        elifs: set[int] = set()
+        parents: dict[int, list[ast.stmt]] = {}
+        for node in ast.walk(self.ctx.tree):  # breadth first: a chain's head before its arms
+            for block in _blocks(node):
+                parents.update((id(stmt), block) for stmt in block)
+            if isinstance(node, ast.If) and id(node) not in elifs:
+                chain = self._chain(node)
+                elifs.update(id(arm) for arm in chain.arms[1:])
+                chains[id(node)] = chain
+        for node in ast.walk(self.ctx.tree):
+            if not isinstance(node, (ast.If, ast.IfExp, ast.Try)):
+                continue
+            if self.buf.is_frozen(*self.smap.span(node)):
+                continue  # inside code that is removed
+            if isinstance(node, ast.If) and id(node) in chains:
+                chain = chains[id(node)]
+                siblings = parents.get(id(node), [])
+                self._emit_chain(chain, self._needs_pass(node, siblings, chains))
+            elif isinstance(node, ast.IfExp):
+                self._emit_expression(node)
+            elif isinstance(node, ast.Try):
+                self._emit_try(node)
+        return self.plan
+
+    def _chain(self, head: ast.If) -> _Chain:
+        arms = [head]
+        while (
+            len(arms[-1].orelse) == 1
+            and isinstance(arms[-1].orelse[0], ast.If)
+            and self.smap.text.startswith("elif", self.smap.span(arms[-1].orelse[0])[0])
+        ):
+            arms.append(arms[-1].orelse[0])  # type: ignore[arg-type]
+        values = [decide(arm.test, self.helpers, self.plan.floor) for arm in arms]
+        return _Chain(arms, values, arms[-1].orelse)
+
+    def _needs_pass(
+        self, node: ast.If, siblings: list[ast.stmt], chains: dict[int, _Chain]
+    ) -> bool:
+        """Whether deleting `node` would empty its block: the first of the siblings gets
+        `pass` (a module may be empty)."""
+        if not siblings or siblings is self.ctx.tree.body or siblings[0] is not node:
+            return False
+        return all(id(s) in chains and chains[id(s)].vanishes for s in siblings)
+
+    def _emit_chain(self, chain: _Chain, needs_pass: bool) -> None:
+        for arm, value in zip(chain.arms, chain.values, strict=True):
+            if value is None and mentions_decided_guard(arm.test, self.helpers, self.plan.floor):
+                condition = ast.get_source_segment(self.smap.text, arm.test)
+                message = (
+                    f"`{condition}` names a version at or before {self.plan.floor.version} but "
+                    "also depends on other things: simplify it by hand"
+                )
+                self.buf.report(F.needs_human("branch", message), self.smap.span(arm)[0])
+        if all(v is None for v in chain.values):
+            return
+        live: list[ast.If] = []
+        final: list[ast.stmt] = chain.orelse
+        final_arm: ast.If | None = None
+        for arm, value in zip(chain.arms, chain.values, strict=True):
+            if value is None:
+                live.append(arm)
+            elif value:
+                final, final_arm = arm.body, arm
+                break
+        if live:
+            self._prune_arms(chain, live, final_arm)
+        else:
+            self._replace_statement(chain, final, final_arm, needs_pass)
+        self._report(chain.arms[0], "the chain's live arms" if live else "its live branch")
+
+    def _replace_statement(
+        self, chain: _Chain, final: list[ast.stmt], final_arm: ast.If | None, needs_pass: bool
+    ) -> None:
+        head = chain.arms[0]
+        start, node_end = self.smap.span(head)
+        start = self._line_start(start)
+        if not final:
+            if needs_pass:
+                self._cut(Cut(start, self.smap.line_end(node_end), "pass", head.lineno))
+            else:
+                self._cut(Cut(start, self._next_line(node_end)))
+            return
+        colon = self._header_end(final_arm) if final_arm else self._else_end(chain)
+        self._keep_block(start, colon, final, node_end, head.lineno)
+
+    def _keep_block(
+        self, start: int, colon: int, block: list[ast.stmt], node_end: int, head_line: int
+    ) -> None:
+        """Replace the statement from `start` (its line start) to `node_end` by `block`, whose
+        header ends at `colon`, dedented to the statement's indentation (`head_line`'s)."""
+        body_start = self.smap.span(block[0])[0]
+        if self.smap.position(body_start)[0] == self.smap.position(colon)[0]:
+            self._cut(Cut(start, body_start, "", head_line))  # `else: x` on one line
+        else:
+            body_start = self._next_line(colon)
+            self._cut(Cut(start, body_start))
+            amount = len(self._indentation(block[0].lineno)) - len(self._indentation(head_line))
+            for line in range(self.smap.position(body_start)[0], (block[-1].end_lineno or 0) + 1):
+                self.plan.dedent[line] = self.plan.dedent.get(line, 0) + amount
+        body_end = self.smap.line_end(self.smap.span(block[-1])[1])
+        if body_end < self.smap.line_end(node_end):
+            self._cut(Cut(body_end, self.smap.line_end(node_end)))
+
+    def _emit_try(self, node: ast.Try) -> None:
+        """A `try`/`except ImportError` pair whose old path moved in the first step after
+        the floor keeps the branch with the new path."""
+        if node.orelse or node.finalbody or len(node.handlers) != 1:
+            return
+        handler = node.handlers[0]
+        if not catches_import_error(handler):
+            return
+        old = self._old_side(node.body, handler.body)
+        if old is None:
+            return
+        start, node_end = self.smap.span(node)
+        if old == "body":
+            colon = self.smap.text.index(":", self.smap.span(handler.type)[1]) + 1  # type: ignore[arg-type]
+            self._keep_block(self._line_start(start), colon, handler.body, node_end, node.lineno)
+        else:
+            colon = self.smap.text.index(":", start) + 1
+            self._keep_block(self._line_start(start), colon, node.body, node_end, node.lineno)
+        condition = "except ImportError"
+        message = (
+            f"the `{condition}` fallback imports a path that moved in the first step after "
+            f"{self.plan.floor.version}: collapsed to the branch with the new path"
+        )
+        self.buf.report(F.Finding("", 0, 0, F.COMPAT_DROPPED, "branch", message), start)
+
+    def _old_side(self, body: list[ast.stmt], fallback: list[ast.stmt]) -> str | None:
+        """"body" or "fallback": the branch that binds old paths (every pair agreeing), when
+        each old path moved in the first step after the floor; else None."""
+        resolver = self.ctx.resolver
+        floor = self.plan.floor
+        later = [s.version for s in resolver.pack.steps if not floor.excludes(s.version)]
+        if not later:
+            return None
+        first_after = later[0]
+        sides = set()
+        theirs = bindings(self.ctx, fallback)
+        for name, (_, path, new) in bindings(self.ctx, body).items():
+            other = theirs.get(name)
+            if other is None or other[2] != new or other[1] == path:
+                continue
+            old, side = (path, "body") if path != new else (other[1], "fallback")
+            steps = {hit.step for hit in resolver.resolve(old).hits}
+            if steps != {first_after}:
+                return None
+            sides.add(side)
+        return sides.pop() if len(sides) == 1 else None
+
+    def _prune_arms(self, chain: _Chain, live: list[ast.If], final_arm: ast.If | None) -> None:
+        arms, node_end = chain.arms, self.smap.span(chain.arms[0])[1]
+        for i, (arm, value) in enumerate(zip(arms, chain.values, strict=True)):
+            if arm is final_arm:
+                break
+            if value is False:
+                if i + 1 < len(arms):
+                    end = self._line_start(self.smap.span(arms[i + 1])[0])
+                elif chain.orelse:
+                    end = self._line_start(self._else_end(chain))
+                else:
+                    end = self._next_line(node_end)
+                self._cut(Cut(self._line_start(self.smap.span(arm)[0]), end))
+        if live[0] is not arms[0]:
+            keyword = self.smap.span(live[0])[0]
+            self._cut(Cut(keyword, keyword + len("elif"), "if"))
+        if final_arm is not None:
+            keyword = self.smap.span(final_arm)[0]
+            self._cut(Cut(keyword, self._header_end(final_arm), "else:"))
+            body_end = self.smap.line_end(self.smap.span(final_arm.body[-1])[1])
+            if body_end < self.smap.line_end(node_end):
+                self._cut(Cut(body_end, self.smap.line_end(node_end)))
+
+    def _emit_expression(self, node: ast.IfExp) -> None:
+        value = decide(node.test, self.helpers, self.plan.floor)
+        if value is None:
+            return
+        text = self.smap.text
+        start, end = self.smap.span(node)
+        if value:  # keep the body, with the parentheses around it
+            opened = text[start : self.smap.span(node.body)[0]].count("(")
+            cut = self.smap.span(node.body)[1]
+            for _ in range(opened):
+                cut = text.index(")", cut) + 1
+            self._cut(Cut(cut, end))
+        else:  # keep the orelse side, with the parentheses around it
+            closed = text[self.smap.span(node.orelse)[1] : end].count(")")
+            cut = self.smap.span(node.orelse)[0]
+            for _ in range(closed):
+                cut = text.rindex("(", start, cut)
+            self._cut(Cut(start, cut))
+        self._report(node, "its live side")
+
+    def _report(self, node: ast.expr | ast.stmt, kept: str) -> None:
+        condition = ast.get_source_segment(self.smap.text, node.test)  # type: ignore[union-attr]
+        message = (
+            f"`{condition}` is decided on every version after {self.plan.floor.version}: "
+            f"collapsed to {kept}"
+        )
+        finding = F.Finding("", 0, 0, F.COMPAT_DROPPED, "branch", message)
+        self.buf.report(finding, self.smap.span(node)[0])
+
+    # -- offsets ----------------------------------------------------------------------------
+
+    def _cut(self, cut: Cut) -> None:
+        self.plan.cuts.append(cut)
+        self.buf.freeze(cut.start, cut.end)
+
+    def _line_start(self, offset: int) -> int:
+        return self.smap.starts[self.smap.position(offset)[0] - 1]
+
+    def _next_line(self, offset: int) -> int:
+        """The start of the line after the one holding `offset` (the end of the text)."""
+        line = self.smap.position(offset)[0]
+        return self.smap.starts[line] if line < len(self.smap.starts) else len(self.smap.text)
+
+    def _indentation(self, line: int) -> str:
+        match = _INDENT.match(self.smap.line(line))
+        return match.group() if match else ""
+
+    def _header_end(self, arm: ast.If) -> int:
+        """The offset after the colon that ends `arm`'s header."""
+        return self.smap.text.index(":", self.smap.span(arm.test)[1]) + 1
+
+    def _else_end(self, chain: _Chain) -> int:
+        """The offset after the colon of the chain's `else:`."""
+        after = self.smap.span(chain.arms[-1].body[-1])[1]
+        before = self.smap.span(chain.orelse[0])[0]
+        match = _ELSE.search(self.smap.text, after, before)
+        assert match is not None, "an else block follows its keyword"
+        return match.end()
+
+
+def _blocks(node: ast.AST) -> list[list[ast.stmt]]:
+    """The statement lists directly inside `node`."""
+    found = [getattr(node, name, None) for name in ("body", "orelse", "finalbody")]
+    found += [h.body for h in getattr(node, "handlers", [])]
+    return [b for b in found if isinstance(b, list) and b and isinstance(b[0], ast.stmt)]
+
+
+def collapse(ctx: SiteContext, buf: EditBuffer) -> None:
+    """Carry out the plan: the cuts, then the new indentation of every kept line, also inside
+    the edits other rewriters made there (a split import's new lines)."""
+    plan = buf.drops
+    if plan is None:
+        return
+    smap = ctx.smap
+
+    def indentation(line: int) -> str:
+        match = _INDENT.match(smap.line(line))
+        found = match.group() if match else ""
+        return found[plan.dedent.get(line, 0) :]
+
+    theirs = list(buf.edits)
+    for cut in plan.cuts:
+        lead = indentation(cut.indent_line) if cut.indent_line is not None else ""
+        buf.edit(cut.start, cut.end, lead + cut.new)
+    in_strings = _string_lines(ctx.tree)
+    for line, amount in sorted(plan.dedent.items()):
+        start = smap.starts[line - 1]
+        if amount <= 0 or line in in_strings or not smap.line(line).strip():
+            continue
+        if any(c.start <= start < c.end for c in plan.cuts):
+            continue  # removed, or re-indented by the cut itself
+        if any(e.start < start < e.end for e in theirs):
+            continue  # inside another rewriter's edit: re-indented below
+        width = len(_INDENT.match(smap.line(line)).group())  # type: ignore[union-attr]
+        buf.edit(start, start + width, indentation(line))
+    for edit in theirs:
+        amount = plan.dedent.get(smap.position(edit.start)[0], 0)
+        if amount > 0 and buf.newline in edit.new:
+            edit.new = _dedent_lines(edit.new, buf.newline, amount)
+
+
+def _dedent_lines(text: str, newline: str, amount: int) -> str:
+    """`text` with `amount` columns less indentation on every line but its first."""
+    lead = re.compile(re.escape(newline) + "([ \t]*)")
+    return lead.sub(lambda m: newline + m.group(1)[amount:], text)
+
+
+def _string_lines(tree: ast.Module) -> set[int]:
+    """Lines that start inside a multi-line string literal: their text is the string's."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Constant, ast.JoinedStr)) and node.end_lineno:
+            if isinstance(node, ast.JoinedStr) or isinstance(node.value, (str, bytes)):
+                lines.update(range(node.lineno + 1, node.end_lineno + 1))
+    return lines
