@@ -1,4 +1,4 @@
-"""Findings -> a move table (one `[pack]`, one `[[step]]`) in the bundled TOML format.
+"""Candidates -> a move table (one `[pack]`, one `[[step]]`) in the bundled TOML format.
 
 Deterministic: entries are sorted by kind then `old`, and every entry is preceded by one
 `# evidence:` line. Entries that need a decision are written commented out.
