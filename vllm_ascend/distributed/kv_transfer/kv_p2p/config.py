@@ -98,10 +98,15 @@ class EngineFacts(TypedDict):
     default_transfer_timeout_s: float
 
 
-_SIZES_DOC = (
-    '`{"tp_size": int, "dp_size": int}` of the %s side, as vllm-ascend deployments write them; '
-    "a missing size defaults to this instance's own"
-)
+def _sizes_setting(side: str) -> Any:
+    return setting(
+        f'`{{"tp_size": int, "dp_size": int}}` of the {side} side, as vllm-ascend deployments '
+        "write them; a missing size defaults to this instance's own",
+        _sizes(side),
+        derive=lambda values: {},
+        none_is_absent=True,
+        default_doc="this instance's sizes",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,9 +169,9 @@ class MooncakeP2PConfig:
         default=DEFAULT_NUM_TRANSFER_THREADS,
     )
     transfer_queue_size: int = setting(
-        "transfers (a request's read, or its chain of layer pushes) waiting for a transfer "
-        "thread; a transfer that finds the queue full fails at once (a load failure on the "
-        "decode side, `kv_load_failure_policy` applies) (integer > 0)",
+        "transfers waiting for a transfer thread, each a request's read or its chain of layer "
+        "pushes (integer > 0); a transfer that finds the queue full fails at once (a load "
+        "failure on the decode side, `kv_load_failure_policy` applies)",
         _COUNT,
         default=DEFAULT_TRANSFER_QUEUE_SIZE,
     )
@@ -176,20 +181,8 @@ class MooncakeP2PConfig:
         derive=lambda values: values["transfer_timeout_s"],
         default_doc="`transfer_timeout_s`",
     )
-    prefill: ParallelSizes = setting(
-        _SIZES_DOC % "prefill",
-        _sizes("prefill"),
-        derive=lambda values: {},
-        none_is_absent=True,
-        default_doc="this instance's sizes",
-    )
-    decode: ParallelSizes = setting(
-        _SIZES_DOC % "decode",
-        _sizes("decode"),
-        derive=lambda values: {},
-        none_is_absent=True,
-        default_doc="this instance's sizes",
-    )
+    prefill: ParallelSizes = _sizes_setting("prefill")
+    decode: ParallelSizes = _sizes_setting("decode")
 
     @property
     def is_producer(self) -> bool:

@@ -80,7 +80,7 @@ class CPUOffloadConfig:
         default_doc="4 GiB",
         also=(
             ConfigKey(
-                "the same in GiB (2**30 bytes, number > 0); exclusive with `cpu_capacity_bytes`",
+                "the same in GiB (`2**30` bytes, number > 0); exclusive with `cpu_capacity_bytes`",
                 _gib_to_bytes,
                 name="cpu_capacity_gib",
                 default_doc="-",

@@ -37,6 +37,7 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend im
     split_host_port,
 )
 from vllm_ascend.distributed.kv_transfer.utils.extra_config import (
+    Convert,
     SettingsSource,
     one_of,
     parse,
@@ -78,6 +79,11 @@ def _device_id(label: str, value: Any, values: Mapping[str, Any]) -> int:
     return value
 
 
+def _optional(doc: str, convert: Convert, default_doc: str = "library default") -> Any:
+    # A setting that MemCache picks itself when it is absent or null.
+    return setting(doc, convert, default=None, none_is_absent=True, default_doc=default_doc)
+
+
 _SIZE = plain(parse_byte_size)
 _TCP_FORM = "'tcp://host:port'"
 
@@ -92,40 +98,24 @@ class MemcacheStoreConfig(StoreSettings, key="memcache", label="MemCache", env=C
     config_store_url: str = setting(
         'its config store, `"tcp://host:port"`', _url_setting, required=_TCP_FORM
     )
-    hcom_url: str | None = setting(
-        'this client\'s data endpoint (`"tcp://host:port"`)',
-        _url_setting,
-        default=None,
-        none_is_absent=True,
-        default_doc="library default",
+    hcom_url: str | None = _optional(
+        'this client\'s data endpoint (`"tcp://host:port"`)', _url_setting
     )
-    protocol: str | None = setting(
-        "`host_rdma`, `host_tcp`, `host_shm`, `device_rdma`, ...",
-        one_of(_PROTOCOLS),
-        default=None,
-        none_is_absent=True,
-        default_doc="library default",
+    protocol: str | None = _optional(
+        "`host_rdma`, `host_tcp`, `host_shm`, `device_rdma`, ...", one_of(_PROTOCOLS)
     )
     dram_size: int = setting(
-        "host memory contributed to the pool (`parse_byte_size`)",
+        "host memory contributed to the pool, a size",
         _SIZE,
         default=1 << 30,
         default_doc='`"1GB"`',
     )
-    hbm_size: int = setting("NPU memory contributed to the pool", _SIZE, default=0)
-    world_size: int | None = setting(
-        "number of local services in the deployment",
-        positive(integer=True),
-        default=None,
-        none_is_absent=True,
-        default_doc="library default",
+    hbm_size: int = setting("NPU memory contributed to the pool, a size", _SIZE, default=0)
+    world_size: int | None = _optional(
+        "number of local services in the deployment", positive(integer=True)
     )
-    device_id: int | None = setting(
-        "the NPU this client binds",
-        _device_id,
-        default=None,
-        none_is_absent=True,
-        default_doc="current NPU, else 0",
+    device_id: int | None = _optional(
+        "the NPU this client binds", _device_id, default_doc="current NPU, else 0"
     )
     replica_num: int = setting(
         f"copies of each block (1..{_MAX_REPLICAS})",

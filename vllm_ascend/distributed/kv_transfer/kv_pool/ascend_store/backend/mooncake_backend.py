@@ -133,23 +133,25 @@ class MooncakeStoreConfig(StoreSettings, key="mooncake", label="Mooncake", env=C
     )
     device_name: str = setting('RDMA device list for `"rdma"`', text(strip=True), default="")
     global_segment_size: int = setting(
-        "bytes contributed to the pool: 0 or at least 16MB",
+        "memory contributed to the pool, a size: 0 or at least 16MB",
         _segment_size,
         default=1 << 30,
         default_doc='`"1GB"`',
     )
     local_buffer_size: int = setting(
-        "Mooncake's staging buffer for its copying API, bytes",
+        "Mooncake's staging buffer for its copying API, a size",
         plain(parse_byte_size),
         default=16 << 20,
         default_doc='`"16MB"`',
     )
-    replica_num: int = setting("copies of each block", positive(integer=True), default=1)
+    replica_num: int = setting(
+        "copies of each block (integer > 0)", positive(integer=True), default=1
+    )
     prefer_local_segment: bool = setting(
         "place new blocks in this client's own segment first", boolean, default=False
     )
     connect_timeout_s: float = setting(
-        "bound on the master probe before `setup`, seconds", positive(), default=3.0
+        "bound on the master probe before `setup`, seconds (> 0)", positive(), default=3.0
     )
 
     @classmethod
