@@ -11,25 +11,9 @@
 - `ReqMeta`, `AscendConnectorMetadata`: one step's loads and saves, per request; they live in
   `step_metadata.py` and are re-exported here under upstream's module name.
 
-Extra config keys (all optional):
-
-- `backend` (`"mooncake"`): `"mooncake"` or `"memcache"`;
-- `mooncake` / `memcache` (object): the store client's settings; when absent, read from the
-  JSON file named by `$MOONCAKE_CONFIG_PATH` / `$MEMCACHE_CONFIG_PATH`;
-- `load_async` (false): load hits in the background, the request waiting outside the batch,
-  instead of before the step's forward pass;
-- `namespace` (the model name): key prefix; engines that should share entries must agree;
-- `save_queue_size`, `load_queue_size` (64): bound on queued transfer tasks per worker (a full
-  save queue drops the save, a full load queue fails the load);
-- `transfer_batch_keys` (64): keys per store call;
-- `load_timeout_s` (30): deadline of an asynchronous load, seconds from when the worker queues
-  it; a load still running then ends as a load failure (`kv_load_failure_policy` applies);
-- `failed_load_ttl_s` (10): a block whose load failed is answered as a miss, without asking the
-  store, for this many seconds (a silent host's keys stay listed until the store forgets the
-  host: Mooncake's `--client_ttl`, default 10 s); then it is looked up again;
-- `error_log_interval_s` (10): at most one pool-error log line per kind per interval, seconds;
-- `retry_interval_s` (5): after a store failure the pool is bypassed this long, then probed;
-- `shutdown_timeout_s` (30): bound on draining queued saves at shutdown or preemption, seconds.
+Extra config keys (all optional; unknown keys are errors): the `setting` fields of
+`AscendStoreConfig`, each with its default and meaning (the table in README.md is rendered from
+them by `config_table`).
 """
 
 from __future__ import annotations
@@ -45,8 +29,13 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.step_metadata impo
     ReqMeta,
 )
 from vllm_ascend.distributed.kv_transfer.utils.extra_config import (
-    check_known_keys,
-    positive_number,
+    ExtraConfigSource,
+    boolean,
+    one_of,
+    parse,
+    positive,
+    setting,
+    text,
 )
 from vllm_ascend.distributed.kv_transfer.utils.scheduler_inputs import bytes_per_block
 
@@ -64,92 +53,110 @@ __all__ = [
 ]
 
 _BACKENDS = ("mooncake", "memcache")
+_SOURCE = ExtraConfigSource("AscendStoreConnector")
+_COUNT = positive(integer=True)
+_SECONDS = positive()
+_STORE_DOC = (
+    "the %s store client's settings (its table below); checked by the backend when it connects"
+)
+
+
+def _store_settings(label: str, value: Any, values: Mapping[str, Any]) -> Any:
+    # Only the chosen backend's entry must be an object (`validate`); a copy, so that a caller
+    # changing its dict later does not change the config.
+    return dict(value) if isinstance(value, Mapping) else value
 
 
 @dataclass(frozen=True)
 class AscendStoreConfig:
-    """Validated `kv_connector_extra_config` of the AscendStoreConnector (keys: module doc)."""
+    """Validated `kv_connector_extra_config` of the AscendStoreConnector (keys: the fields)."""
 
-    backend: str = "mooncake"
-    backend_config: Mapping[str, Any] | None = None
-    load_async: bool = False
-    namespace: str | None = None
-    save_queue_size: int = 64
-    load_queue_size: int = 64
-    transfer_batch_keys: int = 64
-    load_timeout_s: float = 30.0
-    failed_load_ttl_s: float = 10.0
-    error_log_interval_s: float = 10.0
-    retry_interval_s: float = 5.0
-    shutdown_timeout_s: float = 30.0
-
-    KEYS = (
-        "backend",
-        "mooncake",
-        "memcache",
-        "load_async",
-        "namespace",
-        "save_queue_size",
-        "load_queue_size",
-        "transfer_batch_keys",
-        "load_timeout_s",
-        "failed_load_ttl_s",
-        "error_log_interval_s",
-        "retry_interval_s",
-        "shutdown_timeout_s",
+    backend: str = setting(
+        '`"mooncake"` or `"memcache"` (any case)',
+        one_of(list(_BACKENDS), fold_case=True),
+        default="mooncake",
     )
+    mooncake: Mapping[str, Any] | None = setting(
+        _STORE_DOC % "Mooncake",
+        _store_settings,
+        default=None,
+        default_doc="the JSON file `$MOONCAKE_CONFIG_PATH` names",
+    )
+    memcache: Mapping[str, Any] | None = setting(
+        _STORE_DOC % "MemCache",
+        _store_settings,
+        default=None,
+        default_doc="the JSON file `$MEMCACHE_CONFIG_PATH` names",
+    )
+    load_async: bool = setting(
+        "load hits in the background, the request waiting outside the batch, instead of before "
+        "the step's forward pass",
+        boolean,
+        default=False,
+    )
+    namespace: str | None = setting(
+        "key prefix; engines that should share entries must agree",
+        text(strip=True, nonempty=True),
+        default=None,
+        none_is_absent=True,
+        default_doc="the model name",
+    )
+    save_queue_size: int = setting(
+        "bound on queued save tasks per worker; a full queue drops the save", _COUNT, default=64
+    )
+    load_queue_size: int = setting(
+        "bound on queued load tasks per worker; a full queue fails the load", _COUNT, default=64
+    )
+    transfer_batch_keys: int = setting("keys per store call", _COUNT, default=64)
+    load_timeout_s: float = setting(
+        "deadline of an asynchronous load, seconds from when the worker queues it; a load still "
+        "running then ends as a load failure (`kv_load_failure_policy` applies)",
+        _SECONDS,
+        default=30.0,
+    )
+    failed_load_ttl_s: float = setting(
+        "a block whose load failed is answered as a miss, without asking the store, for this "
+        "many seconds (a silent host's keys stay listed until the store forgets the host: "
+        "Mooncake's `--client_ttl`, default 10 s); then it is looked up again",
+        _SECONDS,
+        default=10.0,
+    )
+    error_log_interval_s: float = setting(
+        "at most one pool-error log line per kind per interval, seconds", _SECONDS, default=10.0
+    )
+    retry_interval_s: float = setting(
+        "after a store failure the pool is bypassed this long, then probed, seconds",
+        _SECONDS,
+        default=5.0,
+    )
+    shutdown_timeout_s: float = setting(
+        "bound on draining queued saves at shutdown or preemption, seconds",
+        _SECONDS,
+        default=30.0,
+    )
+
+    @property
+    def backend_config(self) -> Mapping[str, Any] | None:
+        """The chosen backend's settings, or None to read its JSON file."""
+        return self.mooncake if self.backend == "mooncake" else self.memcache
 
     @classmethod
     def from_extra_config(cls, extra: Mapping[str, Any] | None) -> AscendStoreConfig:
-        """Parse and validate the connector's extra config.
+        """Parse and validate the connector's extra config (raises `ValueError`: see `parse`)."""
+        return parse(cls, extra or {}, _SOURCE)
 
-        The store settings (`mooncake`/`memcache`) are checked by the backend when it connects.
+    def validate(self) -> None:
+        """Check that the chosen backend's settings, when given, are an object (by `parse`).
 
         Raises:
-            ValueError: unknown key (the valid ones are listed), unknown backend, or a value of
-                the wrong type or range.
+            ValueError: they are not.
         """
-        extra = dict(extra or {})
-        check_known_keys(extra, cls.KEYS, connector="AscendStoreConnector")
-        backend = str(extra.get("backend", "mooncake")).lower()
-        if backend not in _BACKENDS:
+        settings = self.backend_config
+        if settings is not None and not isinstance(settings, Mapping):
             raise ValueError(
-                f"kv_connector_extra_config['backend'] must be one of {list(_BACKENDS)}, "
-                f"got {extra.get('backend')!r}"
+                f"kv_connector_extra_config[{self.backend!r}] must be an object, "
+                f"got {type(settings).__name__}"
             )
-        backend_config = extra.get(backend)
-        if backend_config is not None and not isinstance(backend_config, Mapping):
-            raise ValueError(
-                f"kv_connector_extra_config[{backend!r}] must be an object, "
-                f"got {type(backend_config).__name__}"
-            )
-        load_async = extra.get("load_async", False)
-        if not isinstance(load_async, bool):
-            raise ValueError("kv_connector_extra_config['load_async'] must be true or false")
-        namespace = extra.get("namespace")
-        if namespace is not None and (not isinstance(namespace, str) or not namespace.strip()):
-            raise ValueError("kv_connector_extra_config['namespace'] must be a non-empty string")
-
-        def integer(key: str, default: int) -> int:
-            return int(positive_number(key, extra[key], integer=True)) if key in extra else default
-
-        def seconds(key: str, default: float) -> float:
-            return positive_number(key, extra[key], integer=False) if key in extra else default
-
-        return cls(
-            backend=backend,
-            backend_config=dict(backend_config) if backend_config is not None else None,
-            load_async=load_async,
-            namespace=namespace.strip() if namespace else None,
-            save_queue_size=integer("save_queue_size", cls.save_queue_size),
-            load_queue_size=integer("load_queue_size", cls.load_queue_size),
-            transfer_batch_keys=integer("transfer_batch_keys", cls.transfer_batch_keys),
-            load_timeout_s=seconds("load_timeout_s", cls.load_timeout_s),
-            failed_load_ttl_s=seconds("failed_load_ttl_s", cls.failed_load_ttl_s),
-            error_log_interval_s=seconds("error_log_interval_s", cls.error_log_interval_s),
-            retry_interval_s=seconds("retry_interval_s", cls.retry_interval_s),
-            shutdown_timeout_s=seconds("shutdown_timeout_s", cls.shutdown_timeout_s),
-        )
 
 
 @dataclass(frozen=True)

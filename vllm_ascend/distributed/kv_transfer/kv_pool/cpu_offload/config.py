@@ -1,16 +1,8 @@
 """Configuration of the CPU offload connector, read once from `kv_connector_extra_config`.
 
-Keys (all optional):
-
-- `cpu_capacity_bytes` (int > 0): host memory for offloaded KV blocks, per worker, in bytes
-  (default 4 GiB);
-- `cpu_capacity_gib` (number > 0): the same in GiB (2**30 bytes); exclusive with the above;
-- `metadata_server_address` (str): ZMQ endpoint of the metadata server (default: an `ipc://`
-  path in the temp dir, unique per engine and data-parallel rank);
-- `rpc_timeout_s` (number > 0): how long a metadata RPC waits for its answer, in seconds
-  (default 30).
-
-Unknown keys are errors (a typo must not silently fall back to a default).
+Keys (all optional; unknown keys are errors, a typo must not silently fall back to a default):
+the `setting` fields of `CPUOffloadConfig`, each with its default and meaning (the table in
+README.md is rendered from them by `config_table`).
 """
 
 from __future__ import annotations
@@ -22,8 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from vllm_ascend.distributed.kv_transfer.utils.extra_config import (
-    check_known_keys,
-    positive_number,
+    ConfigKey,
+    ExtraConfigSource,
+    parse,
+    positive,
+    setting,
 )
 
 __all__ = [
@@ -37,7 +32,8 @@ GIB_BYTES = 1 << 30
 DEFAULT_CPU_CAPACITY_BYTES = 4 * GIB_BYTES
 DEFAULT_RPC_TIMEOUT_S = 30.0
 
-_KEYS = ("cpu_capacity_bytes", "cpu_capacity_gib", "metadata_server_address", "rpc_timeout_s")
+_SOURCE = ExtraConfigSource("CPU offload")
+_GIB = positive()
 
 
 def default_metadata_server_address(engine_id: str, dp_rank: int = 0) -> str:
@@ -51,9 +47,25 @@ def default_metadata_server_address(engine_id: str, dp_rank: int = 0) -> str:
     return f"ipc://{path}"
 
 
+def _zmq_endpoint(label: str, value: Any, values: Mapping[str, Any]) -> str:
+    if not isinstance(value, str) or "://" not in value:
+        raise ValueError(
+            f"{label} must be a ZMQ endpoint such as 'ipc:///tmp/x.ipc' or "
+            f"'tcp://127.0.0.1:5555', got {value!r}"
+        )
+    return value
+
+
+def _gib_to_bytes(label: str, value: Any, values: Mapping[str, Any]) -> int:
+    return int(_GIB(label, value, values) * GIB_BYTES)
+
+
 @dataclass(frozen=True)
 class CPUOffloadConfig:
     """Validated settings of one CPU offload connector.
+
+    No field has a default (the benchmarks construct it positionally): the defaults of absent
+    keys are their `derive`.
 
     Attributes:
         cpu_capacity_bytes: host memory per worker for offloaded blocks, bytes.
@@ -61,46 +73,40 @@ class CPUOffloadConfig:
         rpc_timeout_s: bound on every blocking metadata RPC, seconds.
     """
 
-    cpu_capacity_bytes: int
-    metadata_server_address: str
-    rpc_timeout_s: float
+    cpu_capacity_bytes: int = setting(
+        "host memory for offloaded KV blocks, per worker, in bytes (integer > 0)",
+        positive(integer=True),
+        derive=lambda values: DEFAULT_CPU_CAPACITY_BYTES,
+        default_doc="4 GiB",
+        also=(
+            ConfigKey(
+                "the same in GiB (`2**30` bytes, number > 0); exclusive with `cpu_capacity_bytes`",
+                _gib_to_bytes,
+                name="cpu_capacity_gib",
+                default_doc="-",
+            ),
+        ),
+    )
+    metadata_server_address: str = setting(
+        "ZMQ endpoint of the metadata server",
+        _zmq_endpoint,
+        none_is_absent=True,
+        default_doc="an `ipc://` path in the temp dir, unique per engine and data-parallel rank",
+    )
+    rpc_timeout_s: float = setting(
+        "how long a metadata RPC waits for its answer, seconds (number > 0)",
+        positive(),
+        derive=lambda values: DEFAULT_RPC_TIMEOUT_S,
+        default_doc="`30.0`",
+    )
 
     @classmethod
     def from_extra_config(
         cls, extra: Mapping[str, Any] | None, *, engine_id: str, dp_rank: int = 0
     ) -> CPUOffloadConfig:
-        """Parse and validate `kv_connector_extra_config`.
-
-        Raises:
-            ValueError: unknown key (the message lists the valid ones), a value of the wrong
-                type, a capacity or timeout that is not positive, or both capacity keys.
-        """
-        extra = dict(extra or {})
-        check_known_keys(extra, _KEYS, connector="CPU offload")
-        if "cpu_capacity_bytes" in extra and "cpu_capacity_gib" in extra:
-            raise ValueError("set either cpu_capacity_bytes or cpu_capacity_gib, not both")
-        capacity = DEFAULT_CPU_CAPACITY_BYTES
-        if "cpu_capacity_bytes" in extra:
-            capacity = int(
-                positive_number("cpu_capacity_bytes", extra["cpu_capacity_bytes"], integer=True)
-            )
-        elif "cpu_capacity_gib" in extra:
-            gib = positive_number("cpu_capacity_gib", extra["cpu_capacity_gib"], integer=False)
-            capacity = int(gib * GIB_BYTES)
-        timeout = DEFAULT_RPC_TIMEOUT_S
-        if "rpc_timeout_s" in extra:
-            timeout = positive_number("rpc_timeout_s", extra["rpc_timeout_s"], integer=False)
-        address = extra.get("metadata_server_address")
-        if address is None:
-            address = default_metadata_server_address(engine_id, dp_rank)
-        elif not isinstance(address, str) or "://" not in address:
-            raise ValueError(
-                "kv_connector_extra_config['metadata_server_address'] must be a ZMQ endpoint "
-                f"such as 'ipc:///tmp/x.ipc' or 'tcp://127.0.0.1:5555', got {address!r}"
-            )
-        return cls(
-            cpu_capacity_bytes=capacity, metadata_server_address=address, rpc_timeout_s=timeout
-        )
+        """Parse and validate `kv_connector_extra_config` (raises `ValueError`: see `parse`)."""
+        address = default_metadata_server_address(engine_id, dp_rank)
+        return parse(cls, extra or {}, _SOURCE, metadata_server_address=address)
 
     def num_cpu_blocks(self, bytes_per_block: int) -> int:
         """How many KV cache blocks of `bytes_per_block` bytes fit in the capacity.

@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 __all__ = [
     "StoreClientBackend",
     "StoreSettings",
-    "check_setting_keys",
     "import_store_module",
     "read_store_settings",
 ]
@@ -113,19 +112,6 @@ class StoreSettings:
             inline, key=cls.settings_key, store=cls.store_label, env=cls.config_env
         )
         return cls.from_mapping(data, source)
-
-
-def check_setting_keys(data: Any, source: str, valid: Sequence[str]) -> None:
-    """Check that a store's raw settings are a mapping with only `valid` keys.
-
-    Raises:
-        ValueError: not a mapping, or unknown keys (the message lists the valid ones).
-    """
-    if not isinstance(data, Mapping):
-        raise ValueError(f"{source}: expected a JSON object, got {type(data).__name__}")
-    unknown = sorted(set(data) - set(valid))
-    if unknown:
-        raise ValueError(f"{source}: unknown key(s) {unknown}; valid keys: {list(valid)}")
 
 
 def import_store_module(name: str, missing: str) -> ModuleType:

@@ -9,19 +9,8 @@ memory (`H2G`/`G2H`) otherwise.
 
 Configuration (`MemcacheStoreConfig`), from `kv_connector_extra_config["memcache"]` or, when
 that is absent, from the JSON file named by `$MEMCACHE_CONFIG_PATH`:
-
-| key | default | meaning |
-|---|---|---|
-| `meta_service_url` | required | the MetaService, `"tcp://host:port"` |
-| `config_store_url` | required | its config store, `"tcp://host:port"` |
-| `hcom_url` | library default | this client's data endpoint (`"tcp://host:port"`) |
-| `protocol` | library default | `host_rdma`, `host_tcp`, `host_shm`, `device_rdma`, ... |
-| `dram_size` | `"1GB"` | host memory contributed to the pool (`parse_byte_size`) |
-| `hbm_size` | `0` | NPU memory contributed to the pool |
-| `world_size` | library default | number of local services in the deployment |
-| `device_id` | current NPU, else 0 | the NPU this client binds |
-| `replica_num` | `1` | copies of each block (1..8) |
-| `client_timeout_s` | `5` | bound on each MetaService request, seconds |
+its `setting` fields, each with its default and meaning (the table in README.md is rendered
+from them by `config_table`).
 
 The scheduler side opens a client-only store (`init_bm=False`): it answers `exists` without
 contributing memory. A worker's store needs the Ascend driver, CANN and an NPU: `init` fails
@@ -35,18 +24,26 @@ process (so it is refused here).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend._store_client import (
     StoreClientBackend,
     StoreSettings,
-    check_setting_keys,
 )
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (
     BackendError,
     parse_byte_size,
     split_host_port,
+)
+from vllm_ascend.distributed.kv_transfer.utils.extra_config import (
+    Convert,
+    SettingsSource,
+    one_of,
+    parse,
+    plain,
+    positive,
+    setting,
 )
 
 __all__ = ["CONFIG_PATH_ENV", "MemcacheBackend", "MemcacheStoreConfig"]
@@ -71,73 +68,74 @@ def _tcp_url(field: str, value: Any) -> tuple[str, int]:
     return split_host_port(field, value[len("tcp://") :])
 
 
-def _positive_int(field: str, value: Any, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{field}: expected a positive integer, got {value!r}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{field}: at most {maximum}, got {value!r}")
+def _url_setting(label: str, value: Any, values: Mapping[str, Any]) -> str:
+    _tcp_url(label, value)
     return value
+
+
+def _device_id(label: str, value: Any, values: Mapping[str, Any]) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{label} must be an integer >= 0, got {value!r}")
+    return value
+
+
+def _optional(doc: str, convert: Convert, default_doc: str = "library default") -> Any:
+    # A setting that MemCache picks itself when it is absent or null.
+    return setting(doc, convert, default=None, none_is_absent=True, default_doc=default_doc)
+
+
+_SIZE = plain(parse_byte_size)
+_TCP_FORM = "'tcp://host:port'"
 
 
 @dataclass(frozen=True)
 class MemcacheStoreConfig(StoreSettings, key="memcache", label="MemCache", env=CONFIG_PATH_ENV):
-    """Validated settings of one MemCache client (keys and defaults: module docstring)."""
+    """Validated settings of one MemCache client (keys and defaults: the fields)."""
 
-    meta_service_url: str
-    config_store_url: str
-    hcom_url: str | None = None
-    protocol: str | None = None
-    dram_size: int = 1 << 30
-    hbm_size: int = 0
-    world_size: int | None = None
-    device_id: int | None = None
-    replica_num: int = 1
-    client_timeout_s: int = 5
+    meta_service_url: str = setting(
+        'the MetaService, `"tcp://host:port"`', _url_setting, required=_TCP_FORM
+    )
+    config_store_url: str = setting(
+        'its config store, `"tcp://host:port"`', _url_setting, required=_TCP_FORM
+    )
+    hcom_url: str | None = _optional(
+        'this client\'s data endpoint (`"tcp://host:port"`)', _url_setting
+    )
+    protocol: str | None = _optional(
+        "`host_rdma`, `host_tcp`, `host_shm`, `device_rdma`, ...", one_of(_PROTOCOLS)
+    )
+    dram_size: int = setting(
+        "host memory contributed to the pool, a size",
+        _SIZE,
+        default=1 << 30,
+        default_doc='`"1GB"`',
+    )
+    hbm_size: int = setting("NPU memory contributed to the pool, a size", _SIZE, default=0)
+    world_size: int | None = _optional(
+        "number of local services in the deployment", positive(integer=True)
+    )
+    device_id: int | None = _optional(
+        "the NPU this client binds", _device_id, default_doc="current NPU, else 0"
+    )
+    replica_num: int = setting(
+        f"copies of each block (1..{_MAX_REPLICAS})",
+        positive(integer=True, maximum=_MAX_REPLICAS),
+        default=1,
+    )
+    client_timeout_s: int = setting(
+        "bound on each MetaService request, seconds", positive(integer=True), default=5
+    )
 
     @classmethod
     def from_mapping(
         cls, data: Mapping[str, Any], source: str = "memcache config"
     ) -> MemcacheStoreConfig:
-        """Parse and validate a mapping (JSON object).
+        """Parse and validate a mapping (JSON object) that came from `source` (for errors).
 
         Raises:
-            ValueError: unknown keys (the valid ones are listed), a missing URL, or a value of
-                the wrong type or range (the message names the field and the value).
+            ValueError: as `parse` (a missing URL included).
         """
-        check_setting_keys(data, source, [f.name for f in fields(cls)])
-        for key in ("meta_service_url", "config_store_url"):
-            if key not in data:
-                raise ValueError(f"{source}: {key!r} is required ('tcp://host:port')")
-            _tcp_url(f"{source}: {key}", data[key])
-        if data.get("hcom_url") is not None:
-            _tcp_url(f"{source}: hcom_url", data["hcom_url"])
-        protocol = data.get("protocol")
-        if protocol is not None and protocol not in _PROTOCOLS:
-            raise ValueError(f"{source}: protocol must be one of {_PROTOCOLS}, got {protocol!r}")
-        device_id = data.get("device_id")
-        if device_id is not None and (
-            isinstance(device_id, bool) or not isinstance(device_id, int) or device_id < 0
-        ):
-            raise ValueError(f"{source}: device_id must be an integer >= 0, got {device_id!r}")
-        world_size = data.get("world_size")
-        return cls(
-            meta_service_url=data["meta_service_url"],
-            config_store_url=data["config_store_url"],
-            hcom_url=data.get("hcom_url"),
-            protocol=protocol,
-            dram_size=parse_byte_size(f"{source}: dram_size", data.get("dram_size", 1 << 30)),
-            hbm_size=parse_byte_size(f"{source}: hbm_size", data.get("hbm_size", 0)),
-            world_size=None
-            if world_size is None
-            else _positive_int(f"{source}: world_size", world_size),
-            device_id=device_id,
-            replica_num=_positive_int(
-                f"{source}: replica_num", data.get("replica_num", 1), _MAX_REPLICAS
-            ),
-            client_timeout_s=_positive_int(
-                f"{source}: client_timeout_s", data.get("client_timeout_s", 5)
-            ),
-        )
+        return parse(cls, data, SettingsSource(source))
 
 
 def _current_npu() -> int:

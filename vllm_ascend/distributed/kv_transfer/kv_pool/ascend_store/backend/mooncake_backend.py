@@ -8,19 +8,8 @@ buffer (`local_buffer_size`) is not used by this backend.
 
 Configuration (`MooncakeStoreConfig`), from `kv_connector_extra_config["mooncake"]` or, when
 that is absent, from the JSON file named by the environment variable `MOONCAKE_CONFIG_PATH`:
-
-| key | default | meaning |
-|---|---|---|
-| `master_server_address` | required | the master's RPC address, `"host:port"` |
-| `local_hostname` | `"127.0.0.1"` | address this client is reached at by other clients |
-| `metadata_server` | `"P2PHANDSHAKE"` | or an `http(s)://`, `etcd://`, `redis://` URL |
-| `protocol` | `"tcp"` | transfer protocol (`"tcp"`, `"rdma"`, `"ascend"`, ...) |
-| `device_name` | `""` | RDMA device list for `"rdma"` |
-| `global_segment_size` | `"1GB"` | bytes contributed to the pool: 0 or at least 16MB |
-| `local_buffer_size` | `"16MB"` | Mooncake's staging buffer for its copying API, bytes |
-| `replica_num` | `1` | copies of each block |
-| `prefer_local_segment` | `false` | place new blocks in this client's own segment first |
-| `connect_timeout_s` | `3.0` | bound on the master probe before `setup`, seconds |
+its `setting` fields, each with its default and meaning (the table in README.md is rendered
+from them by `config_table`).
 
 Facts this module relies on (Mooncake 0.3.13, measured in the project notes): data calls
 return codes, never raise; `setup` against a closed master port retries for about 90 s (so
@@ -32,18 +21,26 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend._store_client import (
     StoreClientBackend,
     StoreSettings,
-    check_setting_keys,
 )
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (
     BackendError,
     parse_byte_size,
     split_host_port,
+)
+from vllm_ascend.distributed.kv_transfer.utils.extra_config import (
+    SettingsSource,
+    boolean,
+    parse,
+    plain,
+    positive,
+    setting,
+    text,
 )
 
 __all__ = [
@@ -86,84 +83,87 @@ def _physical_memory_bytes() -> int | None:
         return None
 
 
+def _master_address(label: str, value: Any, values: Mapping[str, Any]) -> str:
+    split_host_port(label, value)
+    return str(value).strip()
+
+
+_NAME = text(strip=True, nonempty=True)
+
+
+def _metadata_server(label: str, value: Any, values: Mapping[str, Any]) -> str:
+    server = _NAME(label, value, values)
+    if server != "P2PHANDSHAKE" and not server.startswith(_METADATA_SCHEMES):
+        # Mooncake aborts the process (glog FATAL) on an unknown scheme.
+        raise ValueError(
+            f"{label} must be 'P2PHANDSHAKE' or a URL starting with "
+            f"{', '.join(_METADATA_SCHEMES)}; got {server!r}"
+        )
+    return server
+
+
+def _segment_size(label: str, value: Any, values: Mapping[str, Any]) -> int:
+    size = parse_byte_size(label, value)
+    if 0 < size < MIN_SEGMENT_BYTES:
+        # Mooncake refuses smaller segments in setup ("Total size must be at least ...").
+        raise ValueError(
+            f"{label}={value!r} is below Mooncake's minimum of {MIN_SEGMENT_BYTES} bytes "
+            "(16MB); use 0 for a client that contributes no memory"
+        )
+    return size
+
+
 @dataclass(frozen=True)
 class MooncakeStoreConfig(StoreSettings, key="mooncake", label="Mooncake", env=CONFIG_PATH_ENV):
-    """Validated settings of one Mooncake store client (keys and defaults: module docstring)."""
+    """Validated settings of one Mooncake store client (keys and defaults: the fields)."""
 
-    master_server_address: str
-    local_hostname: str = "127.0.0.1"
-    metadata_server: str = "P2PHANDSHAKE"
-    protocol: str = "tcp"
-    device_name: str = ""
-    global_segment_size: int = 1 << 30
-    local_buffer_size: int = 16 << 20
-    replica_num: int = 1
-    prefer_local_segment: bool = False
-    connect_timeout_s: float = 3.0
+    master_server_address: str = setting(
+        'the master\'s RPC address, `"host:port"`', _master_address, required="'host:port'"
+    )
+    local_hostname: str = setting(
+        "address this client is reached at by other clients", _NAME, default="127.0.0.1"
+    )
+    metadata_server: str = setting(
+        '`"P2PHANDSHAKE"` or an `http(s)://`, `etcd://`, `redis://` URL',
+        _metadata_server,
+        default="P2PHANDSHAKE",
+    )
+    protocol: str = setting(
+        'transfer protocol (`"tcp"`, `"rdma"`, `"ascend"`, ...)', _NAME, default="tcp"
+    )
+    device_name: str = setting('RDMA device list for `"rdma"`', text(strip=True), default="")
+    global_segment_size: int = setting(
+        "memory contributed to the pool, a size: 0 or at least 16MB",
+        _segment_size,
+        default=1 << 30,
+        default_doc='`"1GB"`',
+    )
+    local_buffer_size: int = setting(
+        "Mooncake's staging buffer for its copying API, a size",
+        plain(parse_byte_size),
+        default=16 << 20,
+        default_doc='`"16MB"`',
+    )
+    replica_num: int = setting(
+        "copies of each block (integer > 0)", positive(integer=True), default=1
+    )
+    prefer_local_segment: bool = setting(
+        "place new blocks in this client's own segment first", boolean, default=False
+    )
+    connect_timeout_s: float = setting(
+        "bound on the master probe before `setup`, seconds (> 0)", positive(), default=3.0
+    )
 
     @classmethod
     def from_mapping(
         cls, data: Mapping[str, Any], source: str = "mooncake config"
     ) -> MooncakeStoreConfig:
-        """Parse and validate a mapping (JSON object).
-
-        Args:
-            data: the raw settings.
-            source: where they came from, for error messages.
+        """Parse and validate a mapping (JSON object) that came from `source` (for errors).
 
         Raises:
-            ValueError: unknown keys (the valid ones are listed), a missing
-                `master_server_address`, or a value of the wrong type or range (the message
-                names the field and the value).
+            ValueError: as `parse` (a missing `master_server_address` included).
         """
-        check_setting_keys(data, source, [f.name for f in fields(cls)])
-        if "master_server_address" not in data:
-            raise ValueError(f"{source}: 'master_server_address' is required ('host:port')")
-        split_host_port(f"{source}: master_server_address", data["master_server_address"])
-        strings: dict[str, Any] = {}
-        for key in ("local_hostname", "metadata_server", "protocol", "device_name"):
-            if key in data:
-                value = data[key]
-                if not isinstance(value, str) or (key != "device_name" and not value.strip()):
-                    raise ValueError(f"{source}: {key} must be a non-empty string, got {value!r}")
-                strings[key] = value.strip()
-        metadata = strings.get("metadata_server", cls.metadata_server)
-        if metadata != "P2PHANDSHAKE" and not metadata.startswith(_METADATA_SCHEMES):
-            # Mooncake aborts the process (glog FATAL) on an unknown scheme.
-            raise ValueError(
-                f"{source}: metadata_server must be 'P2PHANDSHAKE' or a URL starting with "
-                f"{', '.join(_METADATA_SCHEMES)}; got {metadata!r}"
-            )
-        sizes: dict[str, Any] = {
-            key: parse_byte_size(f"{source}: {key}", data[key])
-            for key in ("global_segment_size", "local_buffer_size")
-            if key in data
-        }
-        segment = sizes.get("global_segment_size", cls.global_segment_size)
-        if 0 < segment < MIN_SEGMENT_BYTES:
-            # Mooncake refuses smaller segments in setup ("Total size must be at least ...").
-            raise ValueError(
-                f"{source}: global_segment_size={data['global_segment_size']!r} is below "
-                f"Mooncake's minimum of {MIN_SEGMENT_BYTES} bytes (16MB); use 0 for a client "
-                "that contributes no memory"
-            )
-        replica_num = data.get("replica_num", cls.replica_num)
-        if isinstance(replica_num, bool) or not isinstance(replica_num, int) or replica_num < 1:
-            raise ValueError(f"{source}: replica_num must be an integer >= 1, got {replica_num!r}")
-        prefer_local = data.get("prefer_local_segment", cls.prefer_local_segment)
-        if not isinstance(prefer_local, bool):
-            raise ValueError(f"{source}: prefer_local_segment must be true or false")
-        timeout = data.get("connect_timeout_s", cls.connect_timeout_s)
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-            raise ValueError(f"{source}: connect_timeout_s must be a positive number of seconds")
-        return cls(
-            master_server_address=str(data["master_server_address"]).strip(),
-            **strings,
-            **sizes,
-            replica_num=replica_num,
-            prefer_local_segment=prefer_local,
-            connect_timeout_s=float(timeout),
-        )
+        return parse(cls, data, SettingsSource(source))
 
 
 class MooncakeBackend(StoreClientBackend):
