@@ -2,16 +2,7 @@
 
 from __future__ import annotations
 
-from .schema import (
-    ModuleMove,
-    Pack,
-    Removal,
-    RulesError,
-    Step,
-    SymbolMove,
-    is_under,
-    version_key,
-)
+from .schema import ModuleMove, Pack, Removal, RulesError, Step, SymbolMove, is_under, version_key
 
 
 def _entry(where: str) -> str:
