@@ -16,6 +16,7 @@ from .schema import (
     Step,
     SymbolMove,
     is_dotted,
+    is_under,
     version_key,
 )
 from .validation import validate
@@ -29,6 +30,7 @@ __all__ = [
     "SymbolMove",
     "bundled",
     "is_dotted",
+    "is_under",
     "load",
     "load_pack",
     "parse",

@@ -178,3 +178,9 @@ def is_dotted(name: object) -> bool:
     if not isinstance(name, str) or not _DOTTED_RE.match(name):
         return False
     return not any(keyword.iskeyword(part) for part in name.split("."))
+
+
+def is_under(name: str, prefix: str) -> bool:
+    """True if dotted `name` is `prefix` or lies below it, by whole components (`a.b.c` and
+    `a.b` are under `a.b`; `a.bc` is not)."""
+    return name == prefix or name.startswith(prefix + ".")

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from .schema import ModuleMove, Pack, Removal, RulesError, Step, SymbolMove, version_key
+from .schema import ModuleMove, Pack, Removal, RulesError, Step, SymbolMove, is_under, version_key
 
 
 def _entry(where: str) -> str:
     """`step 1.0: module[0] (a.b)` from a full `where`: the file is named once per message."""
     return where.split(": ", 1)[-1]
-
-
-def _under(name: str, prefix: str) -> bool:
-    """True if `name` is `prefix` or lies below it, by whole components."""
-    return name == prefix or name.startswith(prefix + ".")
 
 
 def validate(pack: Pack) -> None:
@@ -92,7 +87,7 @@ def _validate_step(step: Step) -> None:
     for symbol in step.symbols:
         for module in step.modules:
             if (
-                _under(symbol.old, module.old)
+                is_under(symbol.old, module.old)
                 and symbol.new == module.new + symbol.old[len(module.old) :]
             ):
                 raise RulesError(
@@ -102,7 +97,7 @@ def _validate_step(step: Step) -> None:
     for name in step.stay:
         probe = name.rstrip("*")
         for old, rule in step.olds():
-            captured = _under(probe, old) if not isinstance(rule, SymbolMove) else probe == old
+            captured = is_under(probe, old) if not isinstance(rule, SymbolMove) else probe == old
             if captured and not name.endswith("*"):
                 raise RulesError(
                     f"step {step.version}: stay-put name {name!r} "
@@ -122,13 +117,13 @@ def _check_target(step: Step, rule: ModuleMove | SymbolMove) -> None:
     module that became a package of the same name (`m.X` -> `m.sub.X`: the symbol's `new`
     lies under its own module, which no row moves, so nothing fires on it again).
     """
-    if isinstance(rule, SymbolMove) and _under(rule.new, rule.old):
+    if isinstance(rule, SymbolMove) and is_under(rule.new, rule.old):
         raise RulesError(
             f"{rule.where}: new {rule.new!r} lies under old {rule.old!r} "
             "and would be rewritten again"
         )
     for module in step.modules:
-        if not _under(rule.new, module.old):
+        if not is_under(rule.new, module.old):
             continue
         if module is rule:
             raise RulesError(
@@ -142,7 +137,7 @@ def _check_target(step: Step, rule: ModuleMove | SymbolMove) -> None:
             f"({_entry(module.where)}) and would be rewritten again"
         )
     for removed in step.removed:
-        if _under(rule.new, removed.old):
+        if is_under(rule.new, removed.old):
             raise RulesError(
                 f"{rule.where}: new {rule.new!r} lies under {removed.old!r}, removed by "
                 f"{_entry(removed.where)}"

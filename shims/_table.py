@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rules import ModuleMove, Pack, SymbolMove
+from rules import ModuleMove, Pack, SymbolMove, is_under
 
 
 @dataclass(frozen=True)
@@ -30,10 +30,6 @@ class Entry:
     removal: str | None
 
 
-def _under(name: str, prefix: str) -> bool:
-    return name == prefix or name.startswith(prefix + ".")
-
-
 def runtime_rules(pack: Pack) -> tuple[dict[str, Entry], dict[str, dict[str, Entry]]]:
     """Collapse `pack`'s steps into the two maps the finder needs.
 
@@ -48,7 +44,7 @@ def runtime_rules(pack: Pack) -> tuple[dict[str, Entry], dict[str, dict[str, Ent
         for rule in rules:
             whole = isinstance(rule, ModuleMove)
             for old in list(entries):
-                if old == rule.new or (whole and _under(old, rule.new)):
+                if old == rule.new or (whole and is_under(old, rule.new)):
                     del entries[old]
         for rule in rules:
             kind = "module" if isinstance(rule, ModuleMove) else "symbol"

@@ -1,4 +1,4 @@
-"""`vam rule`: the doc of a diagnostic code, like `ruff rule` (texts in migrator/core/codes.py)."""
+"""`vam rule`: the doc of a diagnostic code, like `ruff rule` (texts in migrator/core/codes/)."""
 
 from __future__ import annotations
 

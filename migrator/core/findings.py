@@ -23,7 +23,8 @@ UNWRITABLE = "VAM903"
 NOT_REGULAR = "VAM904"  # a FIFO, socket or device named on the command line: never read
 INTERNAL_ERROR = "VAM999"
 
-CODE_TITLES = codes.titles("VAM")  # {code: title}; titles and docs live in migrator/core/codes.py
+# {code: title}; titles and docs live in migrator/core/codes/vam.py.
+CODE_TITLES = codes.titles("VAM")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Path -> dotted module name, the one rule both tools use.
+"""Path -> dotted module name, the one rule both tools use, and what a relative import names.
 
 A Python file's module name is its stem below the chain of package folders above it (folders
 whose name is an identifier and that hold an `__init__.py` file), as the import system finds
@@ -71,3 +71,27 @@ def package_of(
     if not parts or not all(p.isidentifier() for p in parts):
         return None
     return ".".join(parts if is_init else parts[:-1]) or None
+
+
+class RelativeImportError(ValueError):
+    """A relative import that Python itself would reject (message as Python words it)."""
+
+
+def resolve_relative(package: str, level: int, module: str | None) -> str:
+    """The absolute module `from <level dots><module> import ...` names in a file of
+    `package` (`a.b` for `a/b/c.py` and for `a/b/__init__.py`), as importlib resolves it.
+
+    `level` 0 gives `module` itself ("" for None).
+
+    Raises:
+        RelativeImportError: `package` is "" (no parent package), or `level` climbs above
+            its top-level package.
+    """
+    if level == 0:
+        return module or ""
+    if not package:
+        raise RelativeImportError("attempted relative import with no known parent package")
+    bits = package.rsplit(".", level - 1)
+    if len(bits) < level:
+        raise RelativeImportError("attempted relative import beyond top-level package")
+    return f"{bits[0]}.{module}" if module else bits[0]

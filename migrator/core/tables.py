@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 from migrator.core.resolver import Resolver
-from rules import ModuleMove, Pack, Step, SymbolMove
+from rules import ModuleMove, Pack, Step, SymbolMove, is_under
 
 
 def explain_name(pack: Pack, dotted: str) -> list[str]:
@@ -35,7 +35,7 @@ def explain_name(pack: Pack, dotted: str) -> list[str]:
             lines.append(f"{step.version}: stays put (listed in the table)")
         else:
             for move in step.moves():
-                if move.new == current or current.startswith(move.new + "."):
+                if is_under(current, move.new):
                     lines.append(
                         f"{step.version}: new home of {move.old}{current[len(move.new) :]}"
                     )

@@ -31,11 +31,6 @@ class Candidate:
         return not self.blocked
 
 
-def under(name: str, prefix: str) -> bool:
-    """True if `name` is `prefix` or lies below it, by whole dotted components."""
-    return name == prefix or name.startswith(prefix + ".")
-
-
 def listing(names: list[str] | tuple[str, ...], limit: int = 4) -> str:
     """`a, b, c, d (+3 more)`: a bounded list of names for a one-line comment."""
     shown = ", ".join(names[:limit])

@@ -16,13 +16,13 @@ from pathlib import Path
 
 from migrator.core.sources import InputError, Source
 from migrator.core.tables import check_against
-from migrator.infer.candidate import Candidate, under
+from migrator.infer.candidate import Candidate
 from migrator.infer.emit import Header, render
 from migrator.infer.gitsource import Interim
 from migrator.infer.index import Module, build_indexes, module_name, parse_definitions
 from migrator.infer.modules import interim_moves, module_moves
 from migrator.infer.symbols import renames_in_moved, symbol_moves
-from rules import RulesError, parse
+from rules import RulesError, is_under, parse
 from rules.schema import VERSION_RE
 
 if sys.version_info >= (3, 11):
@@ -129,10 +129,10 @@ def _interim_modules(interims: Sequence[Interim], packages: Sequence[str]) -> di
 
 
 def _touches(finding: Candidate, scope: str) -> bool:
-    if under(finding.old, scope):
+    if is_under(finding.old, scope):
         return True
     targets = (finding.new, *finding.candidates) if finding.kind != "removed" else ()
-    return any(t and under(t, scope) for t in targets)
+    return any(t and is_under(t, scope) for t in targets)
 
 
 def check(text: str, old: Source, new: Source) -> list[str]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from migrator.core.modname import RelativeImportError, resolve_relative
+
 
 class SymbolError(ValueError):
     """A symbol row that cannot be carried out (its definition is not a top-level one)."""
@@ -182,11 +184,11 @@ def _as(alias: ast.alias) -> str:
 
 
 def _absolute(node: ast.ImportFrom, package: str) -> str:
-    if not node.level:
-        return node.module or ""
-    parts = package.split(".")
-    base = parts[: len(parts) - (node.level - 1)]
-    return ".".join([*base, *([node.module] if node.module else [])])
+    try:
+        return resolve_relative(package, node.level, node.module)
+    except RelativeImportError:
+        # Python rejects it wherever it stands; carried along as written, it stays as broken.
+        return "." * node.level + (node.module or "")
 
 
 def _drop_unused_imports(

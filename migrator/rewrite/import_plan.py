@@ -14,7 +14,9 @@ import re
 from dataclasses import dataclass, field
 
 from migrator.core import findings as F
+from migrator.core.modname import RelativeImportError, resolve_relative
 from migrator.core.resolver import Resolution, Resolver
+from rules import is_under
 
 
 @dataclass
@@ -148,20 +150,19 @@ def statement_findings(node: ast.stmt, resolver: Resolver, package: str | None) 
 
 
 def absolute_module(anchor_package: str | None, level: int, module: str | None) -> str | None:
-    """The absolute module a relative import names, or None when it cannot be known.
+    """The absolute module a relative import names, or None when it cannot be known (no
+    anchor package, or more dots than it has): `core.modname.resolve_relative` without the
+    error.
 
     `anchor_package` is the package of the importing file (`a.b` for `a/b/c.py` and for
     `a/b/__init__.py`); `level` is the number of leading dots.
     """
     if level == 0:
         return module
-    if not anchor_package:
+    try:
+        return resolve_relative(anchor_package or "", level, module)
+    except RelativeImportError:
         return None
-    parts = anchor_package.split(".")
-    if level - 1 >= len(parts):
-        return None
-    base = parts[: len(parts) - (level - 1)]
-    return ".".join(base + ([module] if module else []))
 
 
 def within_moved_package(package: str | None, module: str, resolver: Resolver) -> bool:
@@ -173,8 +174,7 @@ def within_moved_package(package: str | None, module: str, resolver: Resolver) -
     moved = resolver.resolve_module(package)
     if not moved.changed:
         return False
-    root = moved.first.old
-    return module == root or module.startswith(root + ".")
+    return is_under(module, moved.first.old)
 
 
 def relative_module(anchor: str, level: int, target: str) -> tuple[int, str | None]:

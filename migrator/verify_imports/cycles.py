@@ -24,12 +24,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from migrator.core.modname import RelativeImportError
 from migrator.verify_imports import findings as codes
 from migrator.verify_imports.checker import Show, unsuppressed
 from migrator.verify_imports.discovery import SOURCE
 from migrator.verify_imports.findings import ImportFinding
 from migrator.verify_imports.index import ImportedName
-from migrator.verify_imports.project import Project, RelativeImportError, resolve_from_module
+from migrator.verify_imports.project import Project, resolve_from_module
 
 
 @dataclass(frozen=True)

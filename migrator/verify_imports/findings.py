@@ -39,7 +39,7 @@ IMPORT_RAISED = "VAI201"
 IMPORT_TIMEOUT = "VAI202"
 OPTIONAL_SKIPPED = "VAI203"
 
-# {code: level} and {code: title}; levels, titles and docs live in migrator/core/codes.py.
+# {code: level} and {code: title}; levels, titles and docs live in migrator/core/codes/vai.py.
 SEVERITY = codes.levels("VAI")
 CODE_TITLES = codes.titles("VAI")
 

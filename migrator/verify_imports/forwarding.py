@@ -31,6 +31,8 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from migrator.core.modname import RelativeImportError, resolve_relative
+
 
 @dataclass(frozen=True)
 class Served:
@@ -197,8 +199,10 @@ class _Reader:
                 continue
             for alias in stmt.names:
                 if (alias.asname or alias.name) == bound:
-                    base = self.package.rsplit(".", stmt.level - 1)[0] if stmt.level else ""
-                    source = ".".join(p for p in (base, stmt.module or "") if p)
+                    try:
+                        source = resolve_relative(self.package, stmt.level, stmt.module)
+                    except RelativeImportError:
+                        return ""  # Python rejects the import: it forwards to nothing
                     return f"{source}.{alias.name}"
         return ""
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from migrator.core.modname import RelativeImportError, resolve_relative
 from migrator.verify_imports.discovery import EXTENSION, NAMESPACE, Layout, ModuleFile
 from migrator.verify_imports.forwarding import Getattr, read_getattr
 from migrator.verify_imports.index import ImportStmt, ModuleInfo, add_binding, index_source
@@ -34,21 +35,14 @@ class Namespace:
     open_reason: str = ""
 
 
-class RelativeImportError(ValueError):
-    """A relative import that Python itself would reject (message as Python words it)."""
-
-
 def resolve_from_module(stmt: ImportStmt, module: str, is_package: bool) -> str:
-    """The absolute module a `from` statement in `module` names (importlib's _resolve_name)."""
-    if stmt.level == 0:
-        return stmt.module or ""
+    """The absolute module a `from` statement in `module` names (importlib's _resolve_name).
+
+    Raises:
+        RelativeImportError: the relative import Python would reject, with its message.
+    """
     package = module if is_package else module.rpartition(".")[0]
-    if not package:
-        raise RelativeImportError("attempted relative import with no known parent package")
-    bits = package.rsplit(".", stmt.level - 1)
-    if len(bits) < stmt.level:
-        raise RelativeImportError("attempted relative import beyond top-level package")
-    return f"{bits[0]}.{stmt.module}" if stmt.module else bits[0]
+    return resolve_relative(package, stmt.level, stmt.module)
 
 
 class Project:

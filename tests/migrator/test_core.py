@@ -4,6 +4,7 @@ rules, non-regular files), one module-naming rule, and each file read once per r
 from __future__ import annotations
 
 import builtins
+import importlib.util
 import io
 import json
 import os
@@ -16,7 +17,8 @@ from click.testing import CliRunner
 
 from migrator.cli import main
 from migrator.core.discover import iter_files
-from migrator.core.modname import ModuleNamer, package_of
+from migrator.core.modname import ModuleNamer, RelativeImportError, package_of, resolve_relative
+from rules import is_under
 
 OLD = "vllm_ascend.distributed.mooncake_connector"
 NEW = "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector"
@@ -124,3 +126,31 @@ def test_one_module_naming_rule(tmp_path: Path) -> None:
     # No `__init__.py` on the way up: the path below the root names the table's package.
     assert package_of(tmp_path / "my-tools/vllm_ascend/run.py", tmp_path, packages) == "vllm_ascend"
     assert package_of(tmp_path / "my-tools/run.py", tmp_path, packages) is None
+
+
+@pytest.mark.parametrize(
+    ("package", "level", "module"),
+    [("a.b", 1, "c"), ("a.b", 2, "c"), ("a.b", 2, None), ("a.b", 1, None), ("a", 1, "x.y"),
+     ("a.b", 3, "c"), ("a", 2, None), ("", 1, "c")],
+)
+def test_relative_imports_resolve_as_importlib_does(
+    package: str, level: int, module: str | None
+) -> None:
+    """The one resolver behind the migrate engine, verify-imports and refactor agrees with
+    importlib, the answer and the refusal alike."""
+    name = "." * level + (module or "")
+    try:
+        expected: str | None = importlib.util.resolve_name(name, package)
+    except ImportError:
+        expected = None
+    try:
+        got: str | None = resolve_relative(package, level, module)
+    except RelativeImportError:
+        got = None
+    assert got == expected
+    assert resolve_relative(package, 0, module) == (module or "")
+
+
+def test_under_means_whole_dotted_components() -> None:
+    assert is_under("a.b", "a.b") and is_under("a.b.c", "a.b") and is_under("a.b.c.d", "a")
+    assert not is_under("a.bc", "a.b") and not is_under("a", "a.b") and not is_under("b.a", "a")

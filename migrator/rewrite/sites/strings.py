@@ -17,6 +17,7 @@ from migrator.rewrite import text as T
 from migrator.rewrite.sites.buffer import EditBuffer
 from migrator.rewrite.sites.comments import import_line
 from migrator.rewrite.sites.context import SiteContext
+from rules import is_under
 
 _DOCTEST_IMPORT = re.compile(r"(?m)^([ \t]*>>>[ \t]+)((?:from|import)[ \t][^\r\n]*)$")
 # A dotted prefix completed at run time: f"pkg.{x}", "pkg.{}".format(x), "pkg.%s" % x.
@@ -137,7 +138,7 @@ def _migrated(resolver: Resolver, parent: str) -> bool:
     if resolver.resolve(parent).changed:
         return False
     return any(
-        parent == move.new or parent.startswith(move.new + ".")
+        is_under(parent, move.new)
         for step in resolver.steps
         for move in step.moves()
     )

@@ -1,0 +1,198 @@
+"""The VAM codes, those `vam migrate` and `vam check` report, each with its rule doc.
+
+Constants naming them are in `migrator.core.findings`. VAM0xx: references; VAM9xx: files that
+could not be processed. A new code is one more `Code` here, in the order `vam rule --all`
+lists it.
+"""
+
+from __future__ import annotations
+
+from migrator.core.codes.model import ERROR, INFO, WARNING, Code
+
+VAM_CODES: tuple[Code, ...] = (
+    Code(
+        "VAM001", ERROR, "reference to a moved name",
+        means=(
+            "An import, attribute chain, string, comment or text-file line names a module or "
+            "symbol that the move table says has moved."
+        ),
+        why=(
+            "The old path works only through the runtime shims, with a DeprecationWarning, and the "
+            "shims are removed in a later release: then the reference breaks."
+        ),
+        fix="Run `vam migrate` (it rewrites every VAM001 in place; `--diff` previews).",
+        bad="from vllm_ascend.distributed.mooncake_connector import MooncakeConnector",
+        good=(
+            "from vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector import "
+            "MooncakeConnector"
+        ),
+    ),
+    Code(
+        "VAM002", WARNING, "reference that cannot be rewritten safely",
+        means=(
+            "A reference to a moved name in a form no tool can rewrite without guessing: a path "
+            "split across adjacent string literals, a parent and child passed as separate "
+            "arguments, a name completed at run time, a star import from a module that lost names, "
+            "or a moved name reached through a local alias."
+        ),
+        why=(
+            "Left alone it breaks when the old path goes away, and rewriting it mechanically could "
+            "change what the code means. A warning in CI annotations (a person decides), yet `vam "
+            "check` and `vam migrate` still exit 1 on it."
+        ),
+        fix=(
+            "Edit it by hand to name the new path the message gives; `vam explain NAME` shows "
+            "where a name went."
+        ),
+        bad='patch("vllm_ascend.distributed." "mooncake_connector.X")',
+        good='patch("vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector.X")',
+    ),
+    Code(
+        "VAM003", ERROR, "reference to a removed name",
+        means="The reference names something the table lists as removed, with no replacement.",
+        why="The name no longer exists in the new layout: the code fails as soon as it runs.",
+        fix=(
+            "Follow the hint in the message (the table's `hint` for that name); vam never rewrites "
+            "a removed name."
+        ),
+    ),
+    Code(
+        "VAM004", INFO, "compatibility pair kept",
+        means=(
+            "One name is bound from a moved path in one branch and from its new path in a sibling "
+            "branch: try/except ImportError (or ModuleNotFoundError), if/else, or a conditional "
+            "expression. Both branches are left exactly as they are."
+        ),
+        why=(
+            "That is code written to run against both layouts; rewriting the old branch would "
+            "leave two copies of the new path and no fallback. Info only: it does not change the "
+            "exit code and `vam check` does not count it as stale."
+        ),
+        fix=(
+            "Nothing while you support both layouts; when you drop the old one, delete the old "
+            "branch by hand."
+        ),
+    ),
+    Code(
+        "VAM005", INFO, "pinned reference kept",
+        means=(
+            "A link pinned to a tag, release branch or commit (`/blob/v0.13.0/...`, "
+            "`/tree/releases/v0.13.0/...`, raw.githubusercontent.com, gitee, a 7-40 digit sha), or "
+            "a `-` line of a diff (a ```diff fence, a .patch or .diff file), names a moved module."
+        ),
+        why=(
+            "Both are history: at that tag the file lives at the old path, and a diff's removed "
+            "lines must match the file it was made against. Rewriting them would break the link or "
+            "the patch. Info only: it does not change the exit code and `vam check` does not count "
+            "it as stale."
+        ),
+        fix="Nothing. Links to main, master, HEAD or an unpinned branch are rewritten as usual.",
+    ),
+    Code(
+        "VAM006", INFO, "old branch of a version guard kept",
+        means=(
+            "A branch that runs only on versions older than the one the run migrates to, by its "
+            'guard (`if vllm_version_is("0.11.0"):`, `not ...`, `and`/`or`, a conditional '
+            "expression; the helpers are [tool.vam] version-guards), names a moved path. It is "
+            "left as it is."
+        ),
+        why=(
+            "That branch runs only on the old version, where the old path is right; rewriting it "
+            "would break the old version you still support. Info only: it does not change the exit "
+            "code and `vam check` does not count it as stale."
+        ),
+        fix=(
+            "Nothing while you support that version; `vam migrate --drop-compat VERSION` removes "
+            "the blocks of VERSION and older when you drop it."
+        ),
+        bad=(
+            'if vllm_version_is("0.11.0"):\n'
+            "    from vllm.utils import cdiv\n"
+            "else:\n"
+            "    from vllm.utils.math_utils import cdiv"
+        ),
+    ),
+    Code(
+        "VAM007", INFO, "compatibility block collapsed to its newer branch",
+        means=(
+            "`vam migrate --drop-compat VERSION` found a block guarded for VERSION or older (or a "
+            "try/except ImportError fallback to a path that moved right after VERSION) and kept "
+            "only the branch that still runs: header and old branch removed, the kept branch "
+            "dedented."
+        ),
+        why=(
+            "Support for VERSION was dropped, so the old branch is dead code. Reported so the "
+            "collapse can be reviewed in the diff."
+        ),
+        fix=(
+            "Nothing; review the diff. A condition that stays undecided "
+            '(`vllm_version_is("0.11.0") or flag`) is reported as VAM002 instead and left for a '
+            "human."
+        ),
+        bad=(
+            'if vllm_version_is("0.11.0"):\n'
+            "    from vllm.utils import cdiv\n"
+            "else:\n"
+            "    from vllm.utils.math_utils import cdiv"
+        ),
+        good="from vllm.utils.math_utils import cdiv",
+    ),
+    Code(
+        "VAM901", ERROR, "Python file that does not parse",
+        means=(
+            "A .py or .pyi file is not valid Python for the parser, so its imports cannot be "
+            "rewritten."
+        ),
+        why=(
+            "The file is left untouched and the run exits 1, so stale references in it survive the "
+            "migration."
+        ),
+        fix="Fix the syntax error the message points at, then run vam again.",
+    ),
+    Code(
+        "VAM902", ERROR, "file that cannot be read or decoded",
+        means=(
+            "A file could not be read, or its bytes do not decode in its declared or detected "
+            "encoding."
+        ),
+        why="Nothing in the file was checked or rewritten.",
+        fix=(
+            "Check the file's permissions and encoding (a PEP 263 cookie must match the bytes), or "
+            "exclude it with --exclude or [tool.vam] exclude."
+        ),
+    ),
+    Code(
+        "VAM903", ERROR, "file that cannot be written",
+        means=(
+            "A file needed rewriting, but the new content could not be written: the file is "
+            "read-only to this process, the folder refuses the temporary file, or the new text "
+            "cannot be encoded in the file's encoding."
+        ),
+        why="The file still holds its old references; vam never replaces a file it may not write.",
+        fix=(
+            "Make the file (and its folder) writable, or fix the encoding the message names, and "
+            "run `vam migrate` again."
+        ),
+    ),
+    Code(
+        "VAM904", ERROR, "not a regular file",
+        means="A path named on the command line is a FIFO, socket or device, not a file.",
+        why=(
+            "Reading it could block forever, so vam never opens it for reading. The same files met "
+            "while walking a folder are skipped without a finding (`-v` lists them)."
+        ),
+        fix="Name regular files only, or leave the path off the command line.",
+    ),
+    Code(
+        "VAM999", ERROR, "file vam failed on (a bug: please report it)",
+        means=(
+            "vam raised an unexpected error on this file; the file was left untouched and the run "
+            "went on with the others."
+        ),
+        why="The file was neither checked nor rewritten, and vam has a bug.",
+        fix=(
+            "Report it with the file (or a reduced copy) and the message; meanwhile migrate the "
+            "file by hand or exclude it."
+        ),
+    ),
+)
