@@ -21,8 +21,7 @@ from migrator.core.settings import Options
 from migrator.rewrite import text as T
 from migrator.rewrite.import_plan import ImportStyle, detect_style
 from migrator.rewrite.locator import Locator, Sites, SourceMap, top_level_aliases
-from migrator.rewrite.sites import SITE_REWRITERS
-from migrator.rewrite.sites.buffer import EditBuffer
+from migrator.rewrite.sites import rewrite_sites
 from migrator.rewrite.sites.context import SiteContext
 
 
@@ -65,7 +64,4 @@ class PythonRewriter:
         ctx = SiteContext(
             self.resolver, options, package, smap, tree, lines, sites, aliases, style
         )
-        buf = EditBuffer(smap)
-        for rewrite_sites in SITE_REWRITERS:
-            rewrite_sites(ctx, buf)
-        return buf.apply(), sorted(buf.findings, key=lambda f: (f.line, f.col))
+        return rewrite_sites(ctx)
