@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import replace
 
 from migrator.rewrite.sites.context import Edit, SiteContext
 from migrator.rewrite.sites.plan import DropPlan
@@ -50,7 +49,7 @@ def _dedented(ctx: SiteContext, plan: DropPlan, edit: Edit) -> Edit:
     if amount <= 0 or ctx.newline not in edit.new:
         return edit
     lead = re.compile(re.escape(ctx.newline) + "([ \t]*)")
-    return replace(edit, new=lead.sub(lambda m: ctx.newline + m.group(1)[amount:], edit.new))
+    return edit._replace(new=lead.sub(lambda m: ctx.newline + m.group(1)[amount:], edit.new))
 
 
 def _string_lines(tree: ast.Module) -> set[int]:

@@ -12,6 +12,7 @@ import ast
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from typing import NamedTuple
 
 from migrator.core import findings as F
 from migrator.core.edits import NEWLINE
@@ -92,13 +93,22 @@ def overlaps(spans: Iterable[Span], start: int, end: int) -> bool:
     return any(a < end and start < b for a, b in spans)
 
 
-@dataclass(frozen=True)
-class Edit:
+class Edit(NamedTuple):
     """Replace `text[start:end]` (offsets in the decoded text) with `new`."""
 
     start: int
     end: int
     new: str
+
+
+@dataclass(frozen=True)
+class SiteEdits:
+    """What one rewriter returns: its edits and findings (positioned), in the order it made
+    them, and its held chains."""
+
+    edits: tuple[Edit, ...] = ()
+    findings: tuple[F.Finding, ...] = ()
+    held: tuple[HeldChain, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -111,16 +121,6 @@ class HeldChain:
     old_module: str
     edit: Edit
     finding: F.Finding
-
-
-@dataclass(frozen=True)
-class SiteEdits:
-    """What one rewriter returns: its edits and findings (positioned), in the order it made
-    them, and its held chains."""
-
-    edits: tuple[Edit, ...] = ()
-    findings: tuple[F.Finding, ...] = ()
-    held: tuple[HeldChain, ...] = ()
 
 
 @dataclass

@@ -1,12 +1,12 @@
 """`vam migrate --drop-compat VERSION`: collapse every compatibility block of VERSION or older
 to the branch that still runs - what a plugin's "drop 0.11.0 support" commit does by hand.
 
-An `if`/`elif`/`else` chain loses the arms whose guard (`migrator.rewrite.sites.guards`) is False on
-every version after VERSION; an arm that is True there becomes the chain's `else` (or, first,
-the whole statement). A chain left with one block is replaced by that block, dedented; one
-left with nothing is deleted (`pass` where its block would be empty). A conditional
-expression keeps its live side; a `try`/`except ImportError` pair (`migrator.rewrite.sites.compat`)
-whose old path moved in the first step after VERSION keeps the branch with the new path.
+An `if`/`elif`/`else` chain loses the arms whose guard (`versions.py`) is False on every
+version after VERSION; an arm that is True there becomes the chain's `else` (or, first, the
+whole statement). A chain left with one block is replaced by that block, dedented; one left
+with nothing is deleted (`pass` where its block would be empty). A conditional expression
+keeps its live side; a `try`/`except ImportError` pair (`compat.py`) whose old path moved in
+the first step after VERSION keeps the branch with the new path.
 Comments and layout of what is kept stay; lines inside multi-line strings are never
 re-indented. A condition a dropped guard cannot decide (`vllm_version_is("0.11.0") or flag`)
 is reported for a human.
@@ -57,6 +57,9 @@ def plan_drops(ctx: SiteContext) -> tuple[DropPlan | None, tuple[F.Finding, ...]
 
 
 class _Planner:
+    """One walk of the module: the cuts, the dedents and the findings of `--drop-compat`,
+    which `plan_drops` freezes into a `DropPlan`."""
+
     def __init__(self, ctx: SiteContext, floor: Floor):
         self.ctx, self.smap, self.floor = ctx, ctx.smap, floor
         self.cuts: list[Cut] = []

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from migrator.core import findings as F
+from migrator.core.edits import splice
 from migrator.core.placement import insertion
 from migrator.rewrite.sites.collapse import collapse
 from migrator.rewrite.sites.context import (
@@ -40,24 +41,16 @@ def finish(
 
 
 def apply_edits(text: str, edits: Sequence[Edit]) -> str:
-    """`text` with `edits` made.
+    """`text` with `edits` made (`migrator.core.edits.splice`).
 
     Precedence when edits overlap (no two rewriters claim one span today; this keeps a
     mistake from corrupting the text): edits are taken in order of their start, and at one
-    start in the order they come - the rewriters in `SITE_REWRITERS` order, then the imports
-    and held chains phase 3 adds, then `--drop-compat`'s cuts and re-indents. An edit that
-    starts before the end of the last one taken is dropped whole; an insertion (an empty
-    span) blocks nothing.
+    start in the order `finish` lists them - the rewriters in `SITE_REWRITERS` order, then
+    the held chains and the imports phase 3 adds, then `--drop-compat`'s cuts and
+    re-indents. An edit that starts before the end of the last one taken is dropped whole;
+    an insertion (an empty span) blocks nothing.
     """
-    out, pos = [], 0
-    for edit in sorted(edits, key=lambda e: e.start):
-        if edit.start < pos:
-            continue
-        out.append(text[pos : edit.start])
-        out.append(edit.new)
-        pos = edit.end
-    out.append(text[pos:])
-    return "".join(out)
+    return splice(text, edits)
 
 
 def add_imports(ctx: SiteContext, held: Sequence[HeldChain]) -> SiteEdits:
