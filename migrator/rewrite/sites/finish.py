@@ -43,8 +43,9 @@ def finish(
 def apply_edits(text: str, edits: Sequence[Edit]) -> str:
     """`text` with `edits` made (`migrator.core.edits.splice`).
 
-    Precedence when edits overlap (no two rewriters claim one span today; this keeps a
-    mistake from corrupting the text): edits are taken in order of their start, and at one
+    Precedence when edits overlap (none is expected: each rewriter claims its own kind of
+    site and all skip what phase 1 protects; this keeps a mistake from corrupting the
+    text): edits are taken in order of their start, and at one
     start in the order `finish` lists them - the rewriters in `SITE_REWRITERS` order, then
     the held chains and the imports phase 3 adds, then `--drop-compat`'s cuts and
     re-indents. An edit that starts before the end of the last one taken is dropped whole;
