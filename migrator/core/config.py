@@ -168,7 +168,7 @@ def _text_files(section: dict[str, Any], path: Path) -> tuple[str, ...]:
 
 def version_guard_problem(name: str) -> str | None:
     """Why `name` cannot be a version helper's name, or None: the comparison it makes is read
-    from its suffix (`migrator.rewrite.sites.guards`)."""
+    from its suffix (`migrator.rewrite.sites.versions`)."""
     if not name.isidentifier():
         return "not a Python name"
     if name.rpartition("_")[2] not in COMPARISONS:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from migrator.core.resolver import Resolution
@@ -30,6 +31,26 @@ class TextEdit:
     @property
     def fixable(self) -> bool:
         return self.new != self.old
+
+
+def splice(text: str, edits: Iterable[tuple[int, int, str]]) -> str:
+    """`text` with each `(start, end, new)` of `edits` made: `text[start:end]` (offsets of
+    the original text) becomes `new`.
+
+    Precedence when edits overlap: they are taken in order of their start, and at one start
+    in the order given (the sort is stable). An edit that starts before the end of the last
+    one taken is dropped whole, so overlapping edits never corrupt the text; an insertion
+    (an empty span) blocks nothing, not even an edit at its own offset.
+    """
+    out, pos = [], 0
+    for start, end, new in sorted(edits, key=lambda e: e[0]):
+        if start < pos:
+            continue
+        out.append(text[pos:start])
+        out.append(new)
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 class LineIndex:

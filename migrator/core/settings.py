@@ -9,7 +9,7 @@ from dataclasses import dataclass
 COMPARISONS = {"is": "==", "eq": "==", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 # The version helpers vllm-ascend and other vLLM plugins guard compatibility code with; the
-# suffix says the comparison (see `migrator.rewrite.sites.guards`).
+# suffix says the comparison (see `migrator.rewrite.sites.versions`).
 DEFAULT_VERSION_GUARDS = (
     "vllm_version_is",
     "vllm_version_lt",

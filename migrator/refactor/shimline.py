@@ -15,6 +15,7 @@ import ast
 import re
 from pathlib import Path
 
+from migrator.core.placement import PROLOGUE, insertion
 from rules import Pack, RulesError, Step, load_pack, version_key
 
 TABLE_NAME = "_vam_moves.toml"
@@ -96,22 +97,10 @@ def add_install(text: str, version: str) -> str:
     """
     if has_install(text):
         return text
-    tree = ast.parse(text)
-    after = 0
-    for index, node in enumerate(tree.body):
-        docstring = index == 0 and isinstance(node, ast.Expr) and isinstance(
-            node.value, ast.Constant
-        )
-        if docstring or (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
-            after = node.end_lineno or node.lineno
-        else:
-            break
+    after = insertion(text, PROLOGUE, ast.parse(text).body).line
     lines = text.splitlines(keepends=True)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
-    if not after:
-        while after < len(lines) and lines[after].lstrip().startswith("#"):
-            after += 1
     before = "".join(lines[:after])
     rest = "".join(lines[after:])
     gap_before = "\n" if before.strip() else ""

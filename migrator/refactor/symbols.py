@@ -13,6 +13,7 @@ import ast
 from dataclasses import dataclass, field
 
 from migrator.core.modname import RelativeImportError, resolve_relative
+from migrator.core.placement import IMPORTS, insertion
 
 
 class SymbolError(ValueError):
@@ -240,16 +241,5 @@ def _insert_after_imports(text: str, tree: ast.Module | None, lines_text: str) -
     if tree is None:
         return lines_text + text
     current = ast.parse(text) if text.strip() else None
-    body = current.body if current else []
-    after = 0
-    for index, node in enumerate(body):
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            after = node.end_lineno or node.lineno
-        elif index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            after = node.end_lineno or node.lineno
-    lines = text.splitlines(keepends=True)
-    if not after and lines:
-        # Below the leading comment block (a licence header), if any.
-        while after < len(lines) and lines[after].lstrip().startswith("#"):
-            after += 1
-    return "".join(lines[:after]) + lines_text + "".join(lines[after:])
+    at = insertion(text, IMPORTS, current.body if current else []).offset
+    return text[:at] + lines_text + text[at:]

@@ -3,10 +3,11 @@
 Parsing a whole module into a concrete syntax tree costs ~20x more than CPython's own
 parser, and most of a module holds no reference. So the C parser locates the sites on
 lines that spell a moved name - import statements, attribute chains, string literals,
-f-strings, calls, comments - and each kind of site has its rewriter (`migrator.rewrite.sites`),
-which edits spans of the original text: imports through the libcst `ImportTransformer`
-(the statement alone is parsed), everything else through the text rewriter. Bytes outside
-the edited spans never change.
+f-strings, calls, comments - and each kind of site has its rewriter (`migrator.rewrite.sites`,
+which runs them in phases: what is protected, the rewriters, then added imports and
+`--drop-compat`'s collapse), which edits spans of the original text: imports through the
+libcst `ImportTransformer` (the statement alone is parsed), everything else through the text
+rewriter. Bytes outside the edited spans never change.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from migrator.core.settings import Options
 from migrator.rewrite import text as T
 from migrator.rewrite.import_plan import ImportStyle, detect_style
 from migrator.rewrite.locator import Locator, Sites, SourceMap, top_level_aliases
-from migrator.rewrite.sites import SITE_REWRITERS
-from migrator.rewrite.sites.buffer import EditBuffer
+from migrator.rewrite.sites import rewrite_sites
 from migrator.rewrite.sites.context import SiteContext
 
 
@@ -46,12 +46,22 @@ class PythonRewriter:
         Raises:
             SyntaxError: `text` is not valid Python (for the running interpreter).
         """
+        ctx = self.context(text, package, options)
+        return (text, []) if ctx is None else rewrite_sites(ctx)
+
+    def context(self, text: str, package: str | None, options: Options) -> SiteContext | None:
+        """The module parsed and located for the site rewriters; None when nothing in it
+        can change (an ignored file, or no line spells a moved name and nothing is dropped).
+
+        Raises:
+            SyntaxError: `text` is not valid Python (for the running interpreter).
+        """
         if T.ignores_file(text):
-            return text, []
+            return None
         smap = SourceMap(text)
         lines = {smap.position(m.start())[0] for m in self.trigger.finditer(text)}
         if not lines and options.drop_compat is None:
-            return text, []
+            return None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SyntaxWarnings of the user's code are not ours
             tree = ast.parse(text)
@@ -62,10 +72,6 @@ class PythonRewriter:
             locator.visit(tree)
             sites = locator.sites
         style = detect_style(text) if options.line_length else ImportStyle.BLACK
-        ctx = SiteContext(
+        return SiteContext(
             self.resolver, options, package, smap, tree, lines, sites, aliases, style
         )
-        buf = EditBuffer(smap)
-        for rewrite_sites in SITE_REWRITERS:
-            rewrite_sites(ctx, buf)
-        return buf.apply(), sorted(buf.findings, key=lambda f: (f.line, f.col))

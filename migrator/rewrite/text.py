@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 
-from migrator.core.edits import NEWLINE, TextEdit
+from migrator.core.edits import NEWLINE, TextEdit, splice
 from migrator.core.resolver import Resolver
 
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -151,16 +151,7 @@ def ignores_file(text: str) -> bool:
 
 def apply_edits(text: str, edits: list[TextEdit]) -> str:
     """`text` with every fixable edit applied (edits must not overlap, in any order)."""
-    out: list[str] = []
-    pos = 0
-    for edit in sorted(edits, key=lambda e: e.start):
-        if not edit.fixable:
-            continue
-        out.append(text[pos : edit.start])
-        out.append(edit.new)
-        pos = edit.end
-    out.append(text[pos:])
-    return "".join(out)
+    return splice(text, ((e.start, e.end, e.new) for e in edits if e.fixable))
 
 
 def rewrite(text: str, resolver: Resolver) -> tuple[str, list[TextEdit]]:

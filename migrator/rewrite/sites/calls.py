@@ -13,11 +13,11 @@ import ast
 
 from migrator.core import findings as F
 from migrator.rewrite.locator import dotted_name
-from migrator.rewrite.sites.buffer import EditBuffer
-from migrator.rewrite.sites.context import SiteContext
+from migrator.rewrite.sites.context import Protected, SiteContext, SiteEdits, SiteOutput
 
 
-def rewrite_calls(ctx: SiteContext, buf: EditBuffer) -> None:
+def rewrite_calls(ctx: SiteContext, protected: Protected) -> SiteEdits:
+    out = SiteOutput(ctx)
     resolver = ctx.resolver
     bound: dict[str, str] | None = None  # names bound to `import_module("...")`, when needed
     for node in ctx.sites.calls:
@@ -39,14 +39,15 @@ def rewrite_calls(ctx: SiteContext, buf: EditBuffer) -> None:
                 (s.lstrip(".") for s in strings if s.lstrip(".").split(".")[0] in moved), None
             )
             start, end = ctx.smap.span(node)
-            if child is not None and not buf.skip(start, end):
+            if child is not None and not protected.skip(start, end):
                 full = f"{parent}.{child}"
                 message = (
                     f"'{parent}' and '{child}' are passed separately; together they name "
                     f"'{full}', which moved to '{resolver.resolve(full).new}'"
                 )
-                buf.report(F.needs_human("string", message, old=full), start)
+                out.report(F.needs_human("string", message, old=full), start)
                 break
+    return out.done()
 
 
 def _module_of(arg: ast.expr, aliases: dict[str, str], bound: dict[str, str]) -> str | None:

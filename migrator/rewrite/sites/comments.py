@@ -6,17 +6,16 @@ text (`migrator.rewrite.comment_imports`).
 
 from __future__ import annotations
 
-from migrator.core import findings as F
 from migrator.rewrite.comment_imports import rewrite_comment
-from migrator.rewrite.import_plan import ImportContext
-from migrator.rewrite.sites.buffer import EditBuffer
-from migrator.rewrite.sites.context import SiteContext
+from migrator.rewrite.sites.context import Protected, SiteContext, SiteEdits, SiteOutput
+from migrator.rewrite.sites.textual import import_line
 
 
-def rewrite_comments(ctx: SiteContext, buf: EditBuffer) -> None:
+def rewrite_comments(ctx: SiteContext, protected: Protected) -> SiteEdits:
+    out = SiteOutput(ctx)
     if not ctx.options.comments:
-        return
-    wanted = ctx.lines - buf.import_lines
+        return out.done()
+    wanted = ctx.lines - protected.import_lines
     spans = _string_spans_by_line(ctx, wanted)
     statement_ctx = ctx.statement_context()
     for number in sorted(wanted):
@@ -26,28 +25,20 @@ def rewrite_comments(ctx: SiteContext, buf: EditBuffer) -> None:
             continue
         start = line_start + hash_at
         end = ctx.smap.line_end(start)
-        if buf.skip(start, end):
+        if protected.skip(start, end):
             continue
         new_lines, findings = rewrite_comment(ctx.smap.text[start:end], statement_ctx, import_line)
-        buf.findings.extend(buf.at(f, start) for f in findings)
+        out.findings.extend(ctx.at(f, start) for f in findings)
         if new_lines is None:
             continue
         indent = ctx.smap.indentation(start)
         if indent is None:
             new = "; ".join([new_lines[0], *(x.lstrip("#").lstrip() for x in new_lines[1:])])
         else:
-            new = (buf.newline + indent).join(new_lines)
-        buf.edit(start, end, new)
+            new = (ctx.newline + indent).join(new_lines)
+        out.edit(start, end, new)
+    return out.done()
 
-
-def import_line(
-    lead: str, code: str, ctx: ImportContext, kind: str = "comment"
-) -> tuple[list[str] | None, list[F.Finding]] | None:
-    """`migrator.rewrite.transformer.rewrite_import_line`, loading libcst only once some text looks
-    like an import statement."""
-    from migrator.rewrite.transformer import rewrite_import_line
-
-    return rewrite_import_line(lead, code, ctx, kind)
 
 
 def _string_spans_by_line(ctx: SiteContext, wanted: set[int]) -> dict[int, list[tuple[int, int]]]:

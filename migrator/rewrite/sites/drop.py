@@ -1,19 +1,19 @@
 """`vam migrate --drop-compat VERSION`: collapse every compatibility block of VERSION or older
 to the branch that still runs - what a plugin's "drop 0.11.0 support" commit does by hand.
 
-An `if`/`elif`/`else` chain loses the arms whose guard (`migrator.rewrite.sites.guards`) is False on
-every version after VERSION; an arm that is True there becomes the chain's `else` (or, first,
-the whole statement). A chain left with one block is replaced by that block, dedented; one
-left with nothing is deleted (`pass` where its block would be empty). A conditional
-expression keeps its live side; a `try`/`except ImportError` pair (`migrator.rewrite.sites.compat`)
-whose old path moved in the first step after VERSION keeps the branch with the new path.
+An `if`/`elif`/`else` chain loses the arms whose guard (`versions.py`) is False on every
+version after VERSION; an arm that is True there becomes the chain's `else` (or, first, the
+whole statement). A chain left with one block is replaced by that block, dedented; one left
+with nothing is deleted (`pass` where its block would be empty). A conditional expression
+keeps its live side; a `try`/`except ImportError` pair (`compat.py`) whose old path moved in
+the first step after VERSION keeps the branch with the new path.
 Comments and layout of what is kept stay; lines inside multi-line strings are never
 re-indented. A condition a dropped guard cannot decide (`vllm_version_is("0.11.0") or flag`)
 is reported for a human.
 
-It takes two passes: `plan_drops` runs first and freezes what will be removed (no other
-rewriter edits or reports it), `collapse` runs last and re-indents the kept lines around
-the edits the other rewriters made in them.
+It takes two phases: `plan_drops` is part of phase 1 and protects what will be removed (no
+rewriter edits or reports it); `collapse.py` carries the plan out in phase 3, re-indenting
+the kept lines around the edits the rewriters made in them.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from migrator.core import findings as F
-from migrator.rewrite.sites.buffer import EditBuffer
-from migrator.rewrite.sites.compat import bindings, catches_import_error
-from migrator.rewrite.sites.context import SiteContext
-from migrator.rewrite.sites.guards import decide, mentions_decided_guard
-from migrator.rewrite.sites.plan import Cut, DropPlan, Floor
+from migrator.rewrite.sites.bindings import bindings, catches_import_error
+from migrator.rewrite.sites.context import SiteContext, overlaps
+from migrator.rewrite.sites.plan import Cut, DropPlan
+from migrator.rewrite.sites.versions import Floor, decide, mentions_decided_guard
 
 _ELSE = re.compile(r"(?m)^[ \t]*else[ \t]*:")
 _INDENT = re.compile(r"[ \t]*")
@@ -46,19 +46,28 @@ class _Chain:
         return all(v is False for v in self.values) and not self.orelse
 
 
-def plan_drops(ctx: SiteContext, buf: EditBuffer) -> None:
+def plan_drops(ctx: SiteContext) -> tuple[DropPlan | None, tuple[F.Finding, ...]]:
+    """The plan of `--drop-compat` for the module and its findings (None without it)."""
     if ctx.options.drop_compat is None:
-        return
-    buf.drops = _Planner(ctx, buf, Floor(ctx.options.drop_compat, inclusive=False)).run()
+        return None, ()
+    planner = _Planner(ctx, Floor(ctx.options.drop_compat, inclusive=False))
+    planner.run()
+    plan = DropPlan(planner.floor, tuple(planner.cuts), MappingProxyType(planner.dedent))
+    return plan, tuple(planner.findings)
 
 
 class _Planner:
-    def __init__(self, ctx: SiteContext, buf: EditBuffer, floor: Floor):
-        self.ctx, self.buf, self.smap = ctx, buf, ctx.smap
-        self.plan = DropPlan(floor)
+    """One walk of the module: the cuts, the dedents and the findings of `--drop-compat`,
+    which `plan_drops` freezes into a `DropPlan`."""
+
+    def __init__(self, ctx: SiteContext, floor: Floor):
+        self.ctx, self.smap, self.floor = ctx, ctx.smap, floor
+        self.cuts: list[Cut] = []
+        self.dedent: dict[int, int] = {}
+        self.findings: list[F.Finding] = []
         self.helpers = ctx.options.version_guards
 
-    def run(self) -> DropPlan:
+    def run(self) -> None:
         chains: dict[int, _Chain] = {}
         elifs: set[int] = set()
         parents: dict[int, list[ast.stmt]] = {}
@@ -72,7 +81,7 @@ class _Planner:
         for node in ast.walk(self.ctx.tree):
             if not isinstance(node, (ast.If, ast.IfExp, ast.Try)):
                 continue
-            if self.buf.is_frozen(*self.smap.span(node)):
+            if overlaps(((c.start, c.end) for c in self.cuts), *self.smap.span(node)):
                 continue  # inside code that is removed
             if isinstance(node, ast.If) and id(node) in chains:
                 chain = chains[id(node)]
@@ -82,7 +91,6 @@ class _Planner:
                 self._emit_expression(node)
             elif isinstance(node, ast.Try):
                 self._emit_try(node)
-        return self.plan
 
     def _chain(self, head: ast.If) -> _Chain:
         arms = [head]
@@ -92,7 +100,7 @@ class _Planner:
             and self.smap.text.startswith("elif", self.smap.span(arms[-1].orelse[0])[0])
         ):
             arms.append(arms[-1].orelse[0])  # type: ignore[arg-type]
-        values = [decide(arm.test, self.helpers, self.plan.floor) for arm in arms]
+        values = [decide(arm.test, self.helpers, self.floor) for arm in arms]
         return _Chain(arms, values, arms[-1].orelse)
 
     def _needs_pass(
@@ -106,13 +114,13 @@ class _Planner:
 
     def _emit_chain(self, chain: _Chain, needs_pass: bool) -> None:
         for arm, value in zip(chain.arms, chain.values, strict=True):
-            if value is None and mentions_decided_guard(arm.test, self.helpers, self.plan.floor):
+            if value is None and mentions_decided_guard(arm.test, self.helpers, self.floor):
                 condition = ast.get_source_segment(self.smap.text, arm.test)
                 message = (
-                    f"`{condition}` names a version at or before {self.plan.floor.version} but "
+                    f"`{condition}` names a version at or before {self.floor.version} but "
                     "also depends on other things: simplify it by hand"
                 )
-                self.buf.report(F.needs_human("branch", message), self.smap.span(arm)[0])
+                self.report(F.needs_human("branch", message), arm)
         if all(v is None for v in chain.values):
             return
         live: list[ast.If] = []
@@ -158,7 +166,7 @@ class _Planner:
             self._cut(Cut(start, body_start))
             amount = len(self._indentation(block[0].lineno)) - len(self._indentation(head_line))
             for line in range(self.smap.position(body_start)[0], (block[-1].end_lineno or 0) + 1):
-                self.plan.dedent[line] = self.plan.dedent.get(line, 0) + amount
+                self.dedent[line] = self.dedent.get(line, 0) + amount
         body_end = self.smap.line_end(self.smap.span(block[-1])[1])
         if body_end < self.smap.line_end(node_end):
             self._cut(Cut(body_end, self.smap.line_end(node_end)))
@@ -184,15 +192,15 @@ class _Planner:
         condition = "except ImportError"
         message = (
             f"the `{condition}` fallback imports a path that moved in the first step after "
-            f"{self.plan.floor.version}: collapsed to the branch with the new path"
+            f"{self.floor.version}: collapsed to the branch with the new path"
         )
-        self.buf.report(F.Finding("", 0, 0, F.COMPAT_DROPPED, "branch", message), start)
+        self.report(F.Finding("", 0, 0, F.COMPAT_DROPPED, "branch", message), node)
 
     def _old_side(self, body: list[ast.stmt], fallback: list[ast.stmt]) -> str | None:
         """"body" or "fallback": the branch that binds old paths (every pair agreeing), when
         each old path moved in the first step after the floor; else None."""
         resolver = self.ctx.resolver
-        floor = self.plan.floor
+        floor = self.floor
         later = [s.version for s in resolver.pack.steps if not floor.excludes(s.version)]
         if not later:
             return None
@@ -234,7 +242,7 @@ class _Planner:
                 self._cut(Cut(body_end, self.smap.line_end(node_end)))
 
     def _emit_expression(self, node: ast.IfExp) -> None:
-        value = decide(node.test, self.helpers, self.plan.floor)
+        value = decide(node.test, self.helpers, self.floor)
         if value is None:
             return
         text = self.smap.text
@@ -256,17 +264,18 @@ class _Planner:
     def _report(self, node: ast.expr | ast.stmt, kept: str) -> None:
         condition = ast.get_source_segment(self.smap.text, node.test)  # type: ignore[union-attr]
         message = (
-            f"`{condition}` is decided on every version after {self.plan.floor.version}: "
+            f"`{condition}` is decided on every version after {self.floor.version}: "
             f"collapsed to {kept}"
         )
-        finding = F.Finding("", 0, 0, F.COMPAT_DROPPED, "branch", message)
-        self.buf.report(finding, self.smap.span(node)[0])
+        self.report(F.Finding("", 0, 0, F.COMPAT_DROPPED, "branch", message), node)
+
+    def report(self, finding: F.Finding, node: ast.expr | ast.stmt) -> None:
+        self.findings.append(self.ctx.at(finding, self.smap.span(node)[0]))
 
     # -- offsets ----------------------------------------------------------------------------
 
     def _cut(self, cut: Cut) -> None:
-        self.plan.cuts.append(cut)
-        self.buf.freeze(cut.start, cut.end)
+        self.cuts.append(cut)
 
     def _line_start(self, offset: int) -> int:
         return self.smap.starts[self.smap.position(offset)[0] - 1]
@@ -298,53 +307,3 @@ def _blocks(node: ast.AST) -> list[list[ast.stmt]]:
     found = [getattr(node, name, None) for name in ("body", "orelse", "finalbody")]
     found += [h.body for h in getattr(node, "handlers", [])]
     return [b for b in found if isinstance(b, list) and b and isinstance(b[0], ast.stmt)]
-
-
-def collapse(ctx: SiteContext, buf: EditBuffer) -> None:
-    """Carry out the plan: the cuts, then the new indentation of every kept line, also inside
-    the edits other rewriters made there (a split import's new lines)."""
-    plan = buf.drops
-    if plan is None:
-        return
-    smap = ctx.smap
-
-    def indentation(line: int) -> str:
-        match = _INDENT.match(smap.line(line))
-        found = match.group() if match else ""
-        return found[plan.dedent.get(line, 0) :]
-
-    theirs = list(buf.edits)
-    for cut in plan.cuts:
-        lead = indentation(cut.indent_line) if cut.indent_line is not None else ""
-        buf.edit(cut.start, cut.end, lead + cut.new)
-    in_strings = _string_lines(ctx.tree)
-    for line, amount in sorted(plan.dedent.items()):
-        start = smap.starts[line - 1]
-        if amount <= 0 or line in in_strings or not smap.line(line).strip():
-            continue
-        if any(c.start <= start < c.end for c in plan.cuts):
-            continue  # removed, or re-indented by the cut itself
-        if any(e.start < start < e.end for e in theirs):
-            continue  # inside another rewriter's edit: re-indented below
-        width = len(_INDENT.match(smap.line(line)).group())  # type: ignore[union-attr]
-        buf.edit(start, start + width, indentation(line))
-    for edit in theirs:
-        amount = plan.dedent.get(smap.position(edit.start)[0], 0)
-        if amount > 0 and buf.newline in edit.new:
-            edit.new = _dedent_lines(edit.new, buf.newline, amount)
-
-
-def _dedent_lines(text: str, newline: str, amount: int) -> str:
-    """`text` with `amount` columns less indentation on every line but its first."""
-    lead = re.compile(re.escape(newline) + "([ \t]*)")
-    return lead.sub(lambda m: newline + m.group(1)[amount:], text)
-
-
-def _string_lines(tree: ast.Module) -> set[int]:
-    """Lines that start inside a multi-line string literal: their text is the string's."""
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Constant, ast.JoinedStr)) and node.end_lineno:
-            if isinstance(node, ast.JoinedStr) or isinstance(node.value, (str, bytes)):
-                lines.update(range(node.lineno + 1, node.end_lineno + 1))
-    return lines

@@ -14,9 +14,8 @@ import re
 from migrator.core import findings as F
 from migrator.core.resolver import Resolver
 from migrator.rewrite import text as T
-from migrator.rewrite.sites.buffer import EditBuffer
-from migrator.rewrite.sites.comments import import_line
-from migrator.rewrite.sites.context import SiteContext
+from migrator.rewrite.sites.context import Protected, SiteContext, SiteEdits, SiteOutput
+from migrator.rewrite.sites.textual import import_line, rewrite_text
 from rules import is_under
 
 _DOCTEST_IMPORT = re.compile(r"(?m)^([ \t]*>>>[ \t]+)((?:from|import)[ \t][^\r\n]*)$")
@@ -24,16 +23,17 @@ _DOCTEST_IMPORT = re.compile(r"(?m)^([ \t]*>>>[ \t]+)((?:from|import)[ \t][^\r\n
 _OPEN_PREFIX = re.compile(rf"(?<![A-Za-z0-9_.])({T.IDENT}(?:\.{T.IDENT})*)\.(?:\{{|%)")
 
 
-def rewrite_strings(ctx: SiteContext, buf: EditBuffer) -> None:
+def rewrite_strings(ctx: SiteContext, protected: Protected) -> SiteEdits:
+    out = SiteOutput(ctx)
     for node in ctx.sites.strings:
         docstring = id(node) in ctx.sites.docstrings
-        if (docstring and not ctx.options.comments) or id(node) in buf.kept:
+        if (docstring and not ctx.options.comments) or protected.keeps(node):
             continue
         start, end = ctx.smap.span(node)
         kind = "docstring" if docstring else "string"
-        doctests = _doctest_imports(ctx, buf, start, end, kind)
-        found = rewrite_text(ctx, buf, start, end, kind, skip=doctests)
-        _open_prefixes(ctx, buf, start, end)
+        doctests = _doctest_imports(ctx, protected, out, start, end, kind)
+        found = rewrite_text(ctx, protected, out, start, end, kind, skip=doctests)
+        _open_prefixes(ctx, protected, out, start, end)
         raw = node.value
         value = raw if isinstance(raw, str) else bytes(raw).decode("latin-1")  # type: ignore[arg-type]
         for edit in T.find_references(value, ctx.resolver):
@@ -42,19 +42,23 @@ def rewrite_strings(ctx: SiteContext, buf: EditBuffer) -> None:
                     f"'{edit.old}' is split across adjacent string literals or written with "
                     f"escapes; write '{edit.new}'"
                 )
-                buf.report(F.needs_human(kind, message, old=edit.old), start)
+                out.report(F.needs_human(kind, message, old=edit.old), start)
+    return out.done()
 
 
-def rewrite_fstrings(ctx: SiteContext, buf: EditBuffer) -> None:
+def rewrite_fstrings(ctx: SiteContext, protected: Protected) -> SiteEdits:
+    out = SiteOutput(ctx)
     for node in ctx.sites.fstrings:
         start, end = ctx.smap.span(node)
-        rewrite_text(ctx, buf, start, end, "string")
-        _open_prefixes(ctx, buf, start, end)
+        rewrite_text(ctx, protected, out, start, end, "string")
+        _open_prefixes(ctx, protected, out, start, end)
+    return out.done()
 
 
-def report_concatenations(ctx: SiteContext, buf: EditBuffer) -> None:
+def report_concatenations(ctx: SiteContext, protected: Protected) -> SiteEdits:
     """A name built with `+` from string literals (`"pkg.parent." + "child"`, also across
     lines in parentheses) cannot be rewritten piece by piece: it is reported for a human."""
+    out = SiteOutput(ctx)
     for operands in ctx.sites.concatenations:
         for run in _literal_runs(operands):
             ends, joined = [], ""
@@ -67,13 +71,14 @@ def report_concatenations(ctx: SiteContext, buf: EditBuffer) -> None:
                 if not any(edit.start < end < moved_end for end in ends[:-1]):
                     continue
                 start = ctx.smap.span(run[0])[0]
-                if buf.skip(start, ctx.smap.span(run[-1])[1]):
+                if protected.skip(start, ctx.smap.span(run[-1])[1]):
                     continue
                 message = (
                     f"'{edit.old}' is built by adding string literals with '+'; it moved to "
                     f"'{edit.new}' ({F.steps_of(edit.resolution)}): write it as one literal"
                 )
-                buf.report(F.needs_human("string", message, old=edit.old), start)
+                out.report(F.needs_human("string", message, old=edit.old), start)
+    return out.done()
 
 
 def _literal_runs(operands: list[ast.expr]) -> list[list[ast.Constant]]:
@@ -87,32 +92,10 @@ def _literal_runs(operands: list[ast.expr]) -> list[list[ast.Constant]]:
     return [run for run in runs if len(run) > 1]
 
 
-def rewrite_text(
-    ctx: SiteContext,
-    buf: EditBuffer,
-    start: int,
-    end: int,
-    kind: str,
-    skip: list[tuple[int, int]] | None = None,
-) -> set[str]:
-    """Text-rewrite `text[start:end]`; returns the old texts of the references found.
-    References inside the `skip` spans are someone else's."""
-    segment = ctx.smap.text[start:end]
-    found = set()
-    for edit in T.find_references(segment, ctx.resolver):
-        found.add(edit.old)
-        at = start + edit.start
-        if skip and any(a <= at < b for a, b in skip):
-            continue
-        if buf.skip(at, start + edit.end):
-            continue
-        buf.report(F.text_finding(edit, kind), at)
-        if edit.fixable:
-            buf.edit(at, start + edit.end, edit.new)
-    return found
 
-
-def _open_prefixes(ctx: SiteContext, buf: EditBuffer, start: int, end: int) -> None:
+def _open_prefixes(
+    ctx: SiteContext, protected: Protected, out: SiteOutput, start: int, end: int
+) -> None:
     """A literal that ends in `pkg.parent.` and is completed at run time by a format field:
     the completed name cannot be known, so it is reported when names moved below that
     parent."""
@@ -122,12 +105,12 @@ def _open_prefixes(ctx: SiteContext, buf: EditBuffer, start: int, end: int) -> N
         if not resolver.is_ours(parent) or _migrated(resolver, parent):
             continue
         children = resolver.moved_children(parent)
-        if children and not buf.skip(start, end):
+        if children and not protected.skip(start, end):
             message = (
                 f"'{parent}.' is completed at run time (a format field); names below it moved "
                 f"({', '.join(sorted(children))})"
             )
-            buf.report(F.needs_human("string", message, old=parent), match.start())
+            out.report(F.needs_human("string", message, old=parent), match.start())
 
 
 def _migrated(resolver: Resolver, parent: str) -> bool:
@@ -145,7 +128,7 @@ def _migrated(resolver: Resolver, parent: str) -> bool:
 
 
 def _doctest_imports(
-    ctx: SiteContext, buf: EditBuffer, start: int, end: int, kind: str
+    ctx: SiteContext, protected: Protected, out: SiteOutput, start: int, end: int, kind: str
 ) -> list[tuple[int, int]]:
     """Import statements in doctest lines (`>>> from m import x`) of a string literal follow
     the import rules; returns the spans they cover (the text pass skips them)."""
@@ -153,12 +136,12 @@ def _doctest_imports(
     statement_ctx = ctx.statement_context()
     for match in _DOCTEST_IMPORT.finditer(ctx.smap.text, start, end):
         result = import_line(match.group(1), match.group(2), statement_ctx, kind)
-        if result is None or buf.skip(match.start(), match.end()):
+        if result is None or protected.skip(match.start(), match.end()):
             continue
         lines, findings = result
         covered.append((match.start(), match.end()))
-        buf.findings.extend(buf.at(f, match.start()) for f in findings)
+        out.findings.extend(ctx.at(f, match.start()) for f in findings)
         if lines is not None:
             # Each resulting statement is a doctest line of its own, with the same lead.
-            buf.edit(match.start(), match.end(), buf.newline.join(lines))
+            out.edit(match.start(), match.end(), ctx.newline.join(lines))
     return covered

@@ -1,0 +1,57 @@
+"""Helpers several site rewriters share: a text rewrite of one span, an import statement
+written in text (a comment, a doctest line), the span an import statement claims. Not a
+rewriter."""
+
+from __future__ import annotations
+
+import ast
+
+from migrator.core import findings as F
+from migrator.core.placement import comment_only_after
+from migrator.rewrite import text as T
+from migrator.rewrite.import_plan import ImportContext
+from migrator.rewrite.sites.context import Protected, SiteContext, SiteOutput
+
+
+def rewrite_text(
+    ctx: SiteContext,
+    protected: Protected,
+    out: SiteOutput,
+    start: int,
+    end: int,
+    kind: str,
+    skip: list[tuple[int, int]] | None = None,
+) -> set[str]:
+    """Text-rewrite `text[start:end]` into `out`; returns the old texts of the references
+    found. References inside the `skip` spans are someone else's."""
+    segment = ctx.smap.text[start:end]
+    found = set()
+    for edit in T.find_references(segment, ctx.resolver):
+        found.add(edit.old)
+        at = start + edit.start
+        if skip and any(a <= at < b for a, b in skip):
+            continue
+        if protected.skip(at, start + edit.end):
+            continue
+        out.report(F.text_finding(edit, kind), at)
+        if edit.fixable:
+            out.edit(at, start + edit.end, edit.new)
+    return found
+
+
+def import_line(
+    lead: str, code: str, ctx: ImportContext, kind: str = "comment"
+) -> tuple[list[str] | None, list[F.Finding]] | None:
+    """`migrator.rewrite.transformer.rewrite_import_line`, loading libcst only once some
+    text looks like an import statement."""
+    from migrator.rewrite.transformer import rewrite_import_line
+
+    return rewrite_import_line(lead, code, ctx, kind)
+
+
+def import_span(ctx: SiteContext, node: ast.stmt) -> tuple[int, int]:
+    """The span of an import statement, with the comment that ends its line (a split
+    keeps it on top)."""
+    start, end = ctx.smap.span(node)
+    line_end = comment_only_after(ctx.smap.text, end)
+    return start, end if line_end is None else line_end
