@@ -71,7 +71,7 @@ def make_config(role: str, kv_port: int) -> Any:
 def make_worker(role: str, kv_port: int, num_blocks: int) -> tuple[Any, Any]:
     import torch
 
-    from vllm_ascend.distributed.kv_transfer.kv_p2p.worker import MooncakeConnectorWorker
+    from vllm_ascend.distributed.kv_transfer.kv_p2p.pull_worker import MooncakeConnectorWorker
 
     cache = torch.zeros(LAYERS, num_blocks, KV_HEADS, BLOCK_TOKENS, WIDTH, dtype=torch.bfloat16)
     if role == "kv_producer":

@@ -161,7 +161,7 @@ def start_pairs(
 ) -> list[Pair]:
     """Start the engine pairs the variants need (both `ours_*` variants share one pair);
     every engine is appended to `started` before it starts, for the caller to close."""
-    from vllm_ascend.distributed.kv_transfer.kv_p2p.worker import IDLE_STEP_WAIT_S
+    from vllm_ascend.distributed.kv_transfer.kv_p2p.pull_worker import IDLE_STEP_WAIT_S
 
     def engine(config: dict[str, Any], env: dict[str, str]) -> EngineProcess:
         started.append(EngineProcess(model, kv_transfer_config=config, llm_kwargs=kwargs, env=env))

@@ -14,9 +14,9 @@ from typing import Any
 def set_idle_wait(llm: Any, seconds: float) -> None:
     """Our decode engine only: set how long `get_finished` waits for a read in flight on a step
     without a forward pass (0: the behaviour before that wait existed)."""
-    from vllm_ascend.distributed.kv_transfer.kv_p2p import worker
+    from vllm_ascend.distributed.kv_transfer.kv_p2p import pull_worker
 
-    worker.IDLE_STEP_WAIT_S = seconds
+    pull_worker.IDLE_STEP_WAIT_S = seconds
 
 
 def _connector_worker(group: Any) -> Any:

@@ -16,14 +16,14 @@ from __future__ import annotations
 import shutil
 import sys
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from harness import UNIPROC_ENV, UNIPROC_LLM_KWARGS, EngineProcess, ServiceProcess
 from kvpool_master import master_binary
 from netns import Host, Network
+
+from tests.polling import wait_until
 
 __all__ = [
     "MASTER_RPC_PORT",
@@ -33,7 +33,6 @@ __all__ = [
     "engine_on",
     "foreign_listeners",
     "start_all",
-    "wait_until",
 ]
 
 MASTER_RPC_PORT = 50051
@@ -48,19 +47,6 @@ def client_binary() -> str | None:
     """Path of `mooncake_client` beside this interpreter (or on PATH), None if absent."""
     here = str(Path(sys.executable).parent)
     return shutil.which("mooncake_client", path=here) or shutil.which("mooncake_client")
-
-
-def wait_until(check: Callable[[], bool], timeout_s: float, what: str) -> None:
-    """Poll `check` until it is true.
-
-    Raises:
-        TimeoutError: still false after `timeout_s`.
-    """
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not reached after {timeout_s:g} s")
-        time.sleep(0.25)
 
 
 class MooncakePool:

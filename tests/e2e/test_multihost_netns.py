@@ -55,8 +55,9 @@ from netns_services import (  # noqa: E402
     engine_on,
     foreign_listeners,
     start_all,
-    wait_until,
 )
+
+from tests.polling import wait_until  # noqa: E402
 
 if master_binary() is None or client_binary() is None:  # pragma: no cover - the wheel ships both
     pytest.skip("mooncake_master / mooncake_client not installed", allow_module_level=True)

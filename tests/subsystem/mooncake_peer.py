@@ -76,7 +76,7 @@ def main() -> int:
     from vllm_ascend.distributed.kv_transfer.kv_p2p.layerwise_worker import (
         MooncakeLayerwiseWorker,
     )
-    from vllm_ascend.distributed.kv_transfer.kv_p2p.worker import MooncakeConnectorWorker
+    from vllm_ascend.distributed.kv_transfer.kv_p2p.pull_worker import MooncakeConnectorWorker
 
     spec = json.loads(sys.argv[1])
     rank = spec.get("tp_rank", 0)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -35,6 +34,7 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
     KVCacheTensor,
 )
 
+from tests.polling import wait_until  # noqa: E402
 from tests.subsystem.store_doubles import WrappedBackend  # noqa: E402
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (  # noqa: E402
     Backend,
@@ -160,12 +160,15 @@ def poll_finished(worker: KVPoolWorker, until: Callable[[set[str]], bool]) -> se
     """Call `get_finished` as vLLM's engine steps do until `until(received so far)`; fails
     after `BOUND_S`."""
     received: set[str] = set()
-    deadline = time.monotonic() + BOUND_S
-    while not until(received):
-        assert time.monotonic() < deadline, f"only {received} finished within {BOUND_S} s"
+
+    def step() -> bool:
+        if until(received):
+            return True
         _, recving = worker.get_finished(set())
-        received |= recving or set()
-        time.sleep(0.02)
+        received.update(recving or set())
+        return False
+
+    wait_until(step, BOUND_S, lambda: f"the loads finished (only {received} were)", 0.02)
     return received
 
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,6 +33,7 @@ from test_mooncake_p2p_worker import (  # noqa: E402
     spec_for,
 )
 
+from tests.polling import wait_until  # noqa: E402
 from vllm_ascend.distributed.kv_transfer.kv_p2p.kv_params import RemotePrefill  # noqa: E402
 from vllm_ascend.distributed.kv_transfer.kv_p2p.layerwise_metadata import (  # noqa: E402
     LayerwiseMetadata,
@@ -74,13 +74,6 @@ def wait_layer_on_thread(worker: MooncakeLayerwiseWorker) -> threading.Thread:
     return thread
 
 
-def poll(predicate: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not predicate():
-        assert time.monotonic() < deadline, "condition never held"
-        time.sleep(0.05)
-
-
 @pytest.fixture
 def prefill_peer(tmp_path: Path) -> Iterator[tuple[Peer, int]]:
     """A layerwise prefill worker in its own process, and its side-channel base port."""
@@ -116,7 +109,12 @@ def test_a_transfer_withheld_after_registration_ends_the_wait_already_running(
     try:
         worker.bind(LayerwiseMetadata(loads=[load("t-aborted", kv_port, [7, 8])]))
         waiting = wait_layer_on_thread(worker)
-        poll(lambda: peer.command(op="stats").get("push_requests_received", 0) >= 1)
+        wait_until(
+            lambda: peer.command(op="stats").get("push_requests_received", 0) >= 1,
+            WAIT_S,
+            "the push request registered on the prefill peer",
+            0.05,
+        )
         assert waiting.is_alive()  # registered, nothing pushed yet: the wait goes on
         peer.command(op="withhold", withheld={"t-aborted": "prefill request aborted"})
         waiting.join(BOUND_S)

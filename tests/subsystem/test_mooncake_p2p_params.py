@@ -22,7 +22,7 @@ from vllm_ascend.distributed.kv_transfer.kv_p2p.config import MooncakeP2PConfig 
 from vllm_ascend.distributed.kv_transfer.kv_p2p.layerwise_scheduler import (  # noqa: E402
     MooncakeLayerwiseScheduler,
 )
-from vllm_ascend.distributed.kv_transfer.kv_p2p.scheduler import (  # noqa: E402
+from vllm_ascend.distributed.kv_transfer.kv_p2p.pull_scheduler import (  # noqa: E402
     MooncakeConnectorScheduler,
 )
 

@@ -47,13 +47,13 @@ from vllm_ascend.distributed.kv_transfer.kv_p2p.messages import (  # noqa: E402
     decode_message,
     encode_message,
 )
+from vllm_ascend.distributed.kv_transfer.kv_p2p.pull_worker import (  # noqa: E402
+    MooncakeConnectorWorker,
+)
 from vllm_ascend.distributed.kv_transfer.kv_p2p.side_channel import (  # noqa: E402
     SideChannelClient,
     SideChannelRejected,
     zmq_address,
-)
-from vllm_ascend.distributed.kv_transfer.kv_p2p.worker import (  # noqa: E402
-    MooncakeConnectorWorker,
 )
 
 GEOMETRY = {"layers": 2, "num_blocks": 48, "block_size": 32, "width": 128, "seed": 7}

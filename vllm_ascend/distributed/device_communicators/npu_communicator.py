@@ -25,6 +25,27 @@ from vllm.distributed.device_communicators.base_device_communicator import (
 __all__ = ["NPUCommunicator"]
 
 
+def _split_sizes(
+    length: int,
+    dim: int,
+    world: int,
+    scatter_sizes: list[int] | None,
+    gather_sizes: list[int] | None,
+) -> tuple[list[int], list[int]]:
+    # all_to_all's split sizes, checked (its docstring says what raises), equal parts if None.
+    if (scatter_sizes is None) != (gather_sizes is None):
+        raise ValueError("give both scatter_sizes and gather_sizes, or neither")
+    if scatter_sizes is None or gather_sizes is None:
+        if length % world:
+            raise ValueError(f"dimension {dim} of size {length} does not split into {world} parts")
+        scatter_sizes = gather_sizes = [length // world] * world
+    if len(scatter_sizes) != world or len(gather_sizes) != world:
+        raise ValueError(f"scatter_sizes and gather_sizes need {world} entries each")
+    if sum(scatter_sizes) != length:
+        raise ValueError(f"scatter_sizes {scatter_sizes} sum to {sum(scatter_sizes)}, not {length}")
+    return scatter_sizes, gather_sizes
+
+
 class NPUCommunicator(DeviceCommunicatorBase):
     """Collectives over a device group (HCCL on Ascend, any torch backend elsewhere).
 
@@ -100,21 +121,9 @@ class NPUCommunicator(DeviceCommunicatorBase):
             )
         scatter_dim %= ndim
         gather_dim %= ndim
-        length = input_.shape[scatter_dim]
-        if (scatter_sizes is None) != (gather_sizes is None):
-            raise ValueError("give both scatter_sizes and gather_sizes, or neither")
-        if scatter_sizes is None or gather_sizes is None:
-            if length % world:
-                raise ValueError(
-                    f"dimension {scatter_dim} of size {length} does not split into {world} parts"
-                )
-            scatter_sizes = gather_sizes = [length // world] * world
-        if len(scatter_sizes) != world or len(gather_sizes) != world:
-            raise ValueError(f"scatter_sizes and gather_sizes need {world} entries each")
-        if sum(scatter_sizes) != length:
-            raise ValueError(
-                f"scatter_sizes {scatter_sizes} sum to {sum(scatter_sizes)}, not {length}"
-            )
+        scatter_sizes, gather_sizes = _split_sizes(
+            input_.shape[scatter_dim], scatter_dim, world, scatter_sizes, gather_sizes
+        )
         # One all_to_all_single with split sizes (alltoallv): the parts travel along dim 0.
         send = input_.movedim(scatter_dim, 0).contiguous()
         recv = torch.empty(

@@ -91,6 +91,18 @@ def _is_head_major(part: torch.Tensor, kv_heads: int) -> bool:
     return kv_heads == 1 or (part.dim() >= 4 and part.shape[1] == kv_heads)
 
 
+def _region(name: str, part: torch.Tensor) -> tuple[int, int, int]:
+    # (base, block stride, block length) in bytes of one block-major tensor.
+    elem = part.element_size()
+    block = part[0]
+    if not block.is_contiguous():
+        raise ValueError(
+            f"KV cache of layer {name!r}: a block is not contiguous "
+            f"(shape {tuple(part.shape)}, strides {part.stride()})"
+        )
+    return part.data_ptr(), part.stride(0) * elem, block.numel() * elem
+
+
 def describe_kv_caches(
     kv_caches: Mapping[str, torch.Tensor | Sequence[torch.Tensor]],
     num_blocks: int,
@@ -124,16 +136,10 @@ def describe_kv_caches(
         devices.add(tensor.device)
         tensors.append(tensor)
         for part in _block_major_parts(name, tensor, num_blocks):
-            elem = part.element_size()
-            block = part[0]
-            if not block.is_contiguous():
-                raise ValueError(
-                    f"KV cache of layer {name!r}: a block is not contiguous "
-                    f"(shape {tuple(part.shape)}, strides {part.stride()})"
-                )
-            bases.append(part.data_ptr())
-            strides.append(part.stride(0) * elem)
-            lens.append(block.numel() * elem)
+            base, stride, length = _region(name, part)
+            bases.append(base)
+            strides.append(stride)
+            lens.append(length)
             owners.append(len(names) - 1)
             head_major = head_major and _is_head_major(part, kv_heads)
         storage = tensor.untyped_storage()

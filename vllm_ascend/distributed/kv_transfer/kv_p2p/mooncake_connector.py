@@ -25,21 +25,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-from vllm_ascend.distributed.kv_transfer.kv_p2p.metadata import MooncakeConnectorMetadata
 from vllm_ascend.distributed.kv_transfer.kv_p2p.p2p_connector import MooncakeP2PFacade
-from vllm_ascend.distributed.kv_transfer.kv_p2p.scheduler import MooncakeConnectorScheduler
-from vllm_ascend.distributed.kv_transfer.kv_p2p.worker import MooncakeConnectorWorker
+from vllm_ascend.distributed.kv_transfer.kv_p2p.pull_metadata import MooncakeConnectorMetadata
+from vllm_ascend.distributed.kv_transfer.kv_p2p.pull_scheduler import MooncakeConnectorScheduler
+from vllm_ascend.distributed.kv_transfer.kv_p2p.pull_worker import MooncakeConnectorWorker
+from vllm_ascend.distributed.kv_transfer.utils.connector_facade import WholeStepTransfers
 
 if TYPE_CHECKING:
     from vllm.forward_context import ForwardContext
-    from vllm.v1.attention.backend import AttentionMetadata
 
 __all__ = ["MooncakeConnector", "MooncakeConnectorMetadata", "MooncakeConnectorV1"]
 
 
-class MooncakeConnector(MooncakeP2PFacade[MooncakeConnectorScheduler, MooncakeConnectorWorker]):
+class MooncakeConnector(
+    WholeStepTransfers,
+    MooncakeP2PFacade[MooncakeConnectorScheduler, MooncakeConnectorWorker],
+):
     """Prefill/decode KV transfer: the decode instance reads the prefill instance's blocks.
 
     Args:
@@ -67,22 +68,8 @@ class MooncakeConnector(MooncakeP2PFacade[MooncakeConnectorScheduler, MooncakeCo
         worker.add_sends(meta.send)
         worker.add_recvs(meta.recv)
 
-    def wait_for_layer_load(self, layer_name: str) -> None:
-        # Loads are asynchronous and complete before the request is scheduled.
-        return
-
-    def save_kv_layer(
-        self,
-        layer_name: str,
-        kv_layer: torch.Tensor,
-        attn_metadata: AttentionMetadata,
-        **kwargs: Any,
-    ) -> None:
-        # The decode side reads finished blocks; nothing is pushed per layer.
-        return
-
-    def wait_for_save(self) -> None:
-        return
+    # Nothing per layer (WholeStepTransfers): loads are asynchronous and complete before the
+    # request is scheduled, and the decode side reads finished blocks.
 
 
 # The name this connector is registered under (docs/architecture.md, "Subsystem"): vLLM

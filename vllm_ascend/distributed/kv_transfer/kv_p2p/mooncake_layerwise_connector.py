@@ -93,10 +93,6 @@ class MooncakeLayerwiseConnector(
         self._bind_step()
         self._worker().save_kv_layer(layer_name)
 
-    def wait_for_save(self) -> None:
-        # Pushes run on transfer threads; the blocks stay held until get_finished says so.
-        return
-
     # ---- scheduler side -------------------------------------------------------------------
 
     def bind_kv_cache_manager(self, kv_cache_manager: KVCacheManager) -> None:

@@ -3,11 +3,11 @@
 `MooncakeConnector` (pull) and `MooncakeLayerwiseConnector` (push) read the same settings
 (`MooncakeP2PConfig`, `config.py`), count their hits as `CacheHitSource.P2P`, and forward the
 same calls the same way beyond `KVConnectorFacade`: building their sides from their
-`scheduler_class`/`worker_class`, `get_finished` (both directions come from
-the worker), `update_connector_output` and `request_finished` (the scheduler holds a finished
-prefill request's blocks), vLLM's metrics (`MooncakeP2PStats`) and `stats` (diagnostic totals
-with gauges, for tests). Each connector keeps only its own sides and its
-per-step methods.
+`scheduler_class`/`worker_class`, `wait_for_save` (nothing to wait for), `get_finished` (both
+directions come from the worker), `update_connector_output` and `request_finished` (the
+scheduler holds a finished prefill request's blocks), vLLM's metrics (`MooncakeP2PStats`) and
+`stats` (diagnostic totals with gauges, for tests). Each connector keeps only its own sides
+and its per-step methods.
 """
 
 from __future__ import annotations
@@ -93,6 +93,11 @@ class MooncakeP2PFacade(KVConnectorFacade[MooncakeP2PConfig, SchedulerT, WorkerT
         )
 
     # ---- worker side ----------------------------------------------------------------------
+
+    def wait_for_save(self) -> None:
+        # Pull: the decode side reads finished blocks. Push: pushes run on transfer threads.
+        # Either way the blocks stay held until get_finished says so.
+        return
 
     def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None, set[str] | None]:
         return self._worker().get_finished()

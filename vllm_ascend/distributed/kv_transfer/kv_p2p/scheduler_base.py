@@ -1,6 +1,6 @@
 """What the scheduler sides of the two Mooncake P/D connectors share (`P2PSchedulerBase`).
 
-Both the pull (`scheduler.py`) and the layerwise push (`layerwise_scheduler.py`) scheduler:
+Both the pull (`pull_scheduler.py`) and the layerwise push (`layerwise_scheduler.py`) scheduler:
 
 - read a decode request's `kv_transfer_params` the same way: only on a consumer instance, only
   with `do_remote_prefill`, and an invalid set is counted (`invalid_params`), logged and turned

@@ -1,6 +1,7 @@
 """The P/D side channel: a small ZMQ request/reply service between connector workers.
 
-`SideChannelServer` is a ROUTER socket served by one daemon thread; each request is decoded
+`SideChannelServer` is a ROUTER socket served by one daemon thread (`utils/zmq_router.py`);
+each request is decoded
 into a `messages.Message`, handed to the owner's handler, and the handler's reply is sent back.
 A frame that is not one of our messages is logged and dropped (no reply), a frame over
 `MAX_MESSAGE_BYTES` makes ZMQ drop its sender's connection before buffering it, and a handler
@@ -28,6 +29,7 @@ from vllm_ascend.distributed.kv_transfer.kv_p2p.messages import (
     decode_message,
     encode_message,
 )
+from vllm_ascend.distributed.kv_transfer.utils.zmq_router import bind_router, serve_router
 from vllm_ascend.logger import init_logger
 
 __all__ = [
@@ -42,8 +44,6 @@ __all__ = [
 
 logger = init_logger(__name__)
 
-# How often the server thread wakes up to check for stop(), in milliseconds.
-_SERVER_POLL_MS = 100
 # Largest frame a server accepts, bytes. Our largest message, a `PushRequest`, carries one
 # int per block of a request plus the agent's regions: kilobytes. ZMQ drops the connection of
 # a peer that sends more, before buffering it, and the server keeps serving the others.
@@ -124,13 +124,9 @@ class SideChannelServer:
         Raises:
             SideChannelError: the address cannot be bound (port in use, bad host).
         """
-        sock = _zmq_context().socket(zmq.ROUTER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.MAXMSGSIZE, self.max_message_bytes)
         try:
-            sock.bind(self.address)
+            sock = bind_router(_zmq_context(), self.address, self.max_message_bytes)
         except zmq.ZMQError as exc:
-            sock.close(0)
             raise SideChannelError(
                 f"{self.name}: cannot bind the side channel to {self.address}: {exc} "
                 "(set kv_port / side_channel_host in the KV transfer config)"
@@ -149,24 +145,15 @@ class SideChannelServer:
             self._thread = None
 
     def _serve(self) -> None:
-        sock = self._socket
-        assert sock is not None
-        poller = zmq.Poller()
-        poller.register(sock, zmq.POLLIN)
-        try:
-            while not self._stop.is_set():
-                if not poller.poll(_SERVER_POLL_MS):
-                    continue
-                frames = sock.recv_multipart()
-                reply = self._handle(frames)
-                if reply is not None:
-                    # Echo the envelope (identity, and the empty delimiter of a REQ peer).
-                    sock.send_multipart([*frames[:-1], encode_message(reply)])
-        except zmq.ZMQError as exc:
-            if not self._stop.is_set():
-                logger.error("%s stopped after a socket error: %s", self.name, exc)
-        finally:
-            sock.close(0)
+        assert self._socket is not None
+        serve_router(self._socket, self._stop, self._respond, self.name, logger)
+
+    def _respond(self, frames: list[bytes]) -> list[bytes] | None:
+        reply = self._handle(frames)
+        if reply is None:
+            return None
+        # Echo the envelope (identity, and the empty delimiter of a REQ peer).
+        return [*frames[:-1], encode_message(reply)]
 
     def _handle(self, frames: list[bytes]) -> Message | None:
         if len(frames) < 2:

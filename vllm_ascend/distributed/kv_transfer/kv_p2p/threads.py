@@ -1,39 +1,24 @@
-"""Daemon transfer threads for the P/D connectors.
+"""`TransferThreads`: the P/D connectors' daemon transfer threads (`utils/daemon_threads.py`).
 
-`concurrent.futures.ThreadPoolExecutor` joins its threads when the interpreter exits, so a
-transfer stuck on a dead peer would hold up an engine's shutdown for its whole timeout. These
-threads are daemons: shutdown never waits for a transfer that can no longer matter.
-
-The queue is bounded: a peer that stalls every transfer must not grow it without end. A call
-refused because the queue is full is the caller's to fail (as a transfer failure of its
-request); the refusals are logged once per time the queue fills up, not once per call.
+A transfer refused because the queue (`transfer_queue_size`) is full is the caller's to fail
+as a transfer failure of its request; the refusals are logged here, once per time the queue
+fills up, not once per call.
 """
 
 from __future__ import annotations
 
-import collections
-import queue
-import threading
-from collections.abc import Callable
-from typing import Any
-
+from vllm_ascend.distributed.kv_transfer.utils.daemon_threads import DaemonThreads
 from vllm_ascend.logger import init_logger
 
 __all__ = ["TransferThreads"]
 
 logger = init_logger(__name__)
 
-_Call = tuple[Callable[..., Any], tuple[Any, ...]]
 
+class TransferThreads(DaemonThreads):
+    """`DaemonThreads`, started at once, logging to this module's logger.
 
-class TransferThreads:
-    """`num_threads` daemon threads sharing one bounded queue of calls.
-
-    Calls submitted with the same `key` run one after the other, in submission order (the
-    layerwise connector keeps the pushes of one request ordered this way); other calls run on
-    whichever thread is free. The bound counts queue entries: an unkeyed call, or a key with
-    calls waiting that no thread has picked up yet. A call for a key already queued or running
-    joins it and is never refused.
+    The layerwise connector keeps the pushes of one request ordered with `submit(..., key=)`.
 
     Args:
         num_threads: how many calls may run at once.
@@ -43,97 +28,5 @@ class TransferThreads:
     """
 
     def __init__(self, num_threads: int, name: str, max_queued: int) -> None:
-        self.name = name
-        self.max_queued = max_queued
-        self._queue: queue.SimpleQueue[_Call | str | None] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._queued = 0  # entries put and not yet taken by a thread
-        self._refused = 0  # calls refused since the queue last filled up
-        # key -> calls waiting behind the one running; a key is present while it runs.
-        self._keyed: dict[str, collections.deque[_Call]] = {}
-        self._threads = [
-            threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True)
-            for i in range(num_threads)
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    def submit(self, fn: Callable[..., Any], *args: Any, key: str | None = None) -> bool:
-        """Run `fn(*args)` on a thread; its exceptions are logged, never raised.
-
-        Returns:
-            False when the queue is full: nothing was queued, and the caller fails the
-            transfer (the first refusal after the queue filled up is logged here).
-        """
-        with self._lock:
-            waiting = self._keyed.get(key) if key is not None else None
-            if waiting is not None:
-                waiting.append((fn, args))
-                return True
-            if self._queued < self.max_queued:
-                self._queued += 1
-                if key is not None:
-                    self._keyed[key] = collections.deque([(fn, args)])
-                self._queue.put(key if key is not None else (fn, args))
-                return True
-            self._refused += 1
-            first = self._refused == 1
-        if first:
-            logger.warning(
-                "%s: transfer queue full (%d waiting; transfer_queue_size): new transfers "
-                "fail until it has room again",
-                self.name,
-                self.max_queued,
-            )
-        return False
-
-    @property
-    def queued(self) -> int:
-        """Queue entries waiting for a thread now."""
-        with self._lock:
-            return self._queued
-
-    def stop(self) -> None:
-        """Let idle threads exit; busy ones finish their call (or die with the process)."""
-        for _ in self._threads:
-            self._queue.put(None)
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            self._taken()
-            if isinstance(item, str):
-                self._drain(item)
-            else:
-                self._call(item)
-
-    def _taken(self) -> None:
-        with self._lock:
-            self._queued -= 1
-            refused, self._refused = self._refused, 0
-        if refused:
-            logger.warning(
-                "%s: transfer queue has room again; %d transfer(s) failed while it was full",
-                self.name,
-                refused,
-            )
-
-    def _drain(self, key: str) -> None:
-        while True:
-            with self._lock:
-                waiting = self._keyed[key]
-                if not waiting:
-                    del self._keyed[key]
-                    return
-                call = waiting.popleft()
-            self._call(call)
-
-    @staticmethod
-    def _call(call: _Call) -> None:
-        fn, args = call
-        try:
-            fn(*args)
-        except Exception:
-            logger.exception("transfer thread: %s failed", getattr(fn, "__name__", fn))
+        super().__init__(num_threads, name, max_queued, log=logger)
+        self.start()

@@ -59,6 +59,32 @@ def block_runs(local_ids: Sequence[int], remote_ids: Sequence[int]) -> list[tupl
     return runs
 
 
+def _whole_slices(
+    local: AgentMetadata,
+    remote: AgentMetadata,
+    local_ids: Sequence[int],
+    remote_ids: Sequence[int],
+    slices: Sequence[HeadSlice],
+) -> list[bool]:
+    # Check what plan_transfer promises to raise; per slice: does it move every head?
+    if len(local_ids) != len(remote_ids):
+        raise ValueError(f"{len(local_ids)} local blocks for {len(remote_ids)} remote blocks")
+    for ids, meta, side in ((local_ids, local, "local"), (remote_ids, remote, "remote")):
+        if ids and (min(ids) < 0 or max(ids) >= meta.num_blocks):
+            raise ValueError(f"{side} block id out of range [0, {meta.num_blocks})")
+    check_compatible(local, remote)
+    whole = [
+        s.src_head == 0 and s.dst_head == 0 and s.num_heads == local.kv_heads == remote.kv_heads
+        for s in slices
+    ]
+    if not all(whole) and not (local.head_major and remote.head_major):
+        raise ValueError(
+            "prefill and decode hold different KV heads per block, which needs a head-major "
+            "KV block layout on both sides"
+        )
+    return whole
+
+
 def plan_transfer(
     local: AgentMetadata,
     remote: AgentMetadata,
@@ -85,21 +111,7 @@ def plan_transfer(
         ValueError: the id lists differ in length, an id is out of range, the layouts are
             incompatible, or a partial-head slice needs a layout that is not head-major.
     """
-    if len(local_ids) != len(remote_ids):
-        raise ValueError(f"{len(local_ids)} local blocks for {len(remote_ids)} remote blocks")
-    for ids, meta, side in ((local_ids, local, "local"), (remote_ids, remote, "remote")):
-        if ids and (min(ids) < 0 or max(ids) >= meta.num_blocks):
-            raise ValueError(f"{side} block id out of range [0, {meta.num_blocks})")
-    check_compatible(local, remote)
-    whole = [
-        s.src_head == 0 and s.dst_head == 0 and s.num_heads == local.kv_heads == remote.kv_heads
-        for s in slices
-    ]
-    if not all(whole) and not (local.head_major and remote.head_major):
-        raise ValueError(
-            "prefill and decode hold different KV heads per block, which needs a head-major "
-            "KV block layout on both sides"
-        )
+    whole = _whole_slices(local, remote, local_ids, remote_ids, slices)
     runs = block_runs(local_ids, remote_ids)
     local_addrs: list[int] = []
     remote_addrs: list[int] = []

@@ -1,6 +1,6 @@
 """What the worker sides of the two Mooncake P/D connectors share.
 
-Both the pull (`worker.py`) and the layerwise push (`layerwise_worker.py`) worker:
+Both the pull (`pull_worker.py`) and the layerwise push (`layerwise_worker.py`) worker:
 
 - describe their KV cache (`KVLayout`), check that a prefill/decode TP pairing it cannot serve
   is refused, and register it with the process-wide Mooncake transfer engine

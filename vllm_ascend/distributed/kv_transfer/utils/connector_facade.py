@@ -22,7 +22,8 @@ This base holds that facade once:
 A subclass sets `stats_class`, implements the three factory hooks and the abstract per-step
 methods of `KVConnectorBase_V1` (`start_load_kv`, `wait_for_layer_load`, `save_kv_layer`,
 `wait_for_save`), whose meaning differs per connector, and overrides any other method it
-forwards differently (`get_finished`, `request_finished`, ...).
+forwards differently (`get_finished`, `request_finished`, ...). A connector that moves whole
+steps, never single layers, takes the two per-layer methods from `WholeStepTransfers`.
 """
 
 from __future__ import annotations
@@ -50,12 +51,13 @@ if TYPE_CHECKING:
         PromMetric,
         PromMetricT,
     )
+    from vllm.v1.attention.backend import AttentionMetadata
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks
     from vllm.v1.core.sched.output import SchedulerOutput
     from vllm.v1.kv_cache_interface import KVCacheConfig
     from vllm.v1.request import Request
 
-__all__ = ["KVConnectorFacade", "SchedulerSide", "WorkerSide"]
+__all__ = ["KVConnectorFacade", "SchedulerSide", "WholeStepTransfers", "WorkerSide"]
 
 
 class SchedulerSide(Protocol):
@@ -211,3 +213,27 @@ class KVConnectorFacade(KVConnectorBase_V1, Generic[ConfigT, SchedulerT, WorkerT
             self.scheduler.shutdown()
         if self.worker is not None:
             self.worker.shutdown()
+
+
+class WholeStepTransfers:
+    """The per-layer hooks of a connector that loads and saves all layers at once: they do
+    nothing.
+
+    Put it before the facade in the bases (`class C(WholeStepTransfers, KVConnectorFacade[...])`)
+    so that its methods stand for `KVConnectorBase_V1`'s abstract ones. Its connectors load
+    every layer before the forward pass (`start_load_kv`) or asynchronously before the request
+    is scheduled, and save after the forward pass (`wait_for_save`), or leave the blocks for a
+    reader to pull.
+    """
+
+    def wait_for_layer_load(self, layer_name: str) -> None:
+        return
+
+    def save_kv_layer(
+        self,
+        layer_name: str,
+        kv_layer: torch.Tensor,
+        attn_metadata: AttentionMetadata,
+        **kwargs: Any,
+    ) -> None:
+        return

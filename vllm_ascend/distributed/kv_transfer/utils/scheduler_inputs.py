@@ -4,19 +4,28 @@
   cache group whose hash blocks are its blocks);
 - `bytes_per_block`: one block's size on one worker, over all its KV cache tensors;
 - `scheduled_requests`: each tracked request of a step with its KV cache block ids brought up
-  to date, and how many of its tokens are computed once the step ran.
+  to date, and how many of its tokens are computed once the step ran;
+- `track_allocated`: the start of `update_state_after_alloc`, the request's state and the
+  lookup its `get_num_new_matched_tokens` left.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from vllm.v1.core.sched.output import SchedulerOutput
     from vllm.v1.kv_cache_interface import KVCacheConfig
+    from vllm.v1.request import Request
 
-__all__ = ["TrackedRequest", "bytes_per_block", "scheduled_requests", "single_group_block_size"]
+__all__ = [
+    "TrackedRequest",
+    "bytes_per_block",
+    "scheduled_requests",
+    "single_group_block_size",
+    "track_allocated",
+]
 
 
 def single_group_block_size(kv_cache_config: KVCacheConfig, connector: str) -> int:
@@ -60,6 +69,30 @@ class TrackedRequest(Protocol):
 
 
 StateT = TypeVar("StateT", bound=TrackedRequest)
+LookupT = TypeVar("LookupT")
+
+
+def track_allocated(
+    request: Request,
+    states: MutableMapping[str, StateT],
+    new_state: Callable[[Request], StateT],
+    lookups: MutableMapping[str, LookupT],
+) -> tuple[StateT, LookupT] | tuple[StateT, None]:
+    """`(state, lookup)` of a request vLLM just allocated blocks for.
+
+    The state is the one in `states`, or `new_state(request)` stored there on first sight
+    (from here on the request's blocks are tracked); the lookup is what
+    `get_num_new_matched_tokens` left in `lookups` for it, removed there (None: no lookup, or
+    one that found nothing).
+    """
+    req_id = request.request_id
+    state = states.get(req_id)
+    if state is None:
+        state = states[req_id] = new_state(request)
+    # Two tuple types, not one with an optional member: mypy then infers LookupT from
+    # `lookups` alone where the caller unpacks the result.
+    found = lookups.pop(req_id, None)
+    return (state, None) if found is None else (state, found)
 
 
 def scheduled_requests(

@@ -12,6 +12,9 @@ Modules (each one job):
 - `load_failures`: blocks whose load failed, answered as misses for a while
   (`RecentLoadFailures`);
 - `pool_worker`: worker side (loads, saves, completion reporting);
+- `save_tracker`: the worker's pending saves per request (`SaveTracker`);
+- `load_tracker`: the worker's load errors and deadline-bound asynchronous loads
+  (`LoadTracker`);
 - `kv_transfer`: the sending/receiving threads (re-exports the three modules below);
 - `block_layout`: block addresses (`KVCacheLayout`);
 - `pool_guard`: the failure guard (`PoolGuard`, `RateLimitedLog`);

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import torch
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorMetadata
 
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.config_data import AscendStoreConfig
@@ -44,12 +43,14 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.stats import Ascen
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.step_metadata import (
     AscendConnectorMetadata,
 )
-from vllm_ascend.distributed.kv_transfer.utils.connector_facade import KVConnectorFacade
+from vllm_ascend.distributed.kv_transfer.utils.connector_facade import (
+    KVConnectorFacade,
+    WholeStepTransfers,
+)
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
     from vllm.forward_context import ForwardContext
-    from vllm.v1.attention.backend import AttentionMetadata
     from vllm.v1.kv_cache_interface import KVCacheConfig
     from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
@@ -57,7 +58,9 @@ if TYPE_CHECKING:
 __all__ = ["AscendConnectorMetadata", "AscendStoreConnector", "MooncakeConnectorStoreV1"]
 
 
-class AscendStoreConnector(KVConnectorFacade[AscendStoreConfig, KVPoolScheduler, KVPoolWorker]):
+class AscendStoreConnector(
+    WholeStepTransfers, KVConnectorFacade[AscendStoreConfig, KVPoolScheduler, KVPoolWorker]
+):
     """KV cache pool connector (see the module docstring).
 
     Args:
@@ -102,19 +105,8 @@ class AscendStoreConnector(KVConnectorFacade[AscendStoreConfig, KVPoolScheduler,
     def start_load_kv(self, forward_context: ForwardContext, **kwargs: Any) -> None:
         self._worker().start_load_kv(self._step_metadata(AscendConnectorMetadata))
 
-    def wait_for_layer_load(self, layer_name: str) -> None:
-        # Synchronous loads complete in start_load_kv, for every layer at once.
-        return
-
-    def save_kv_layer(
-        self,
-        layer_name: str,
-        kv_layer: torch.Tensor,
-        attn_metadata: AttentionMetadata,
-        **kwargs: Any,
-    ) -> None:
-        # Blocks are saved all layers at once, after the forward pass (wait_for_save).
-        return
+    # Nothing per layer (WholeStepTransfers): synchronous loads complete in start_load_kv and
+    # blocks are saved after the forward pass (wait_for_save), every layer at once.
 
     def wait_for_save(self) -> None:
         self._worker().wait_for_save(self._step_metadata(AscendConnectorMetadata))

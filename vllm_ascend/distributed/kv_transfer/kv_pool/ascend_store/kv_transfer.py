@@ -1,9 +1,10 @@
 """The worker side's transfer threads, and the names of the transfer machinery.
 
 `KVCacheStoreSendingThread` / `KVCacheStoreRecvingThread`: one daemon thread each, fed by a
-bounded queue, that run saves and asynchronous loads off the forward path; `stop()` drains what
-is queued and joins within a timeout. A load carries a deadline: the receiving thread starts no
-store call for it once the deadline passed (the worker has then reported it failed already).
+bounded queue (`utils/daemon_threads.DaemonThreads`), that run saves and asynchronous loads off
+the forward path; `stop()` drains what is queued and joins within a timeout. A load carries a
+deadline: the receiving thread starts no store call for it once the deadline passed (the
+worker has then reported it failed already).
 
 The rest of the machinery lives in modules of its own and is re-exported here, because this
 module's name is the one upstream's 0.14 layout (and the move table in `rules/`) gives it:
@@ -13,9 +14,6 @@ module's name is the one upstream's 0.14 layout (and the move table in `rules/`)
 
 from __future__ import annotations
 
-import queue
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -29,6 +27,7 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_guard import 
     PoolGuard,
     RateLimitedLog,
 )
+from vllm_ascend.distributed.kv_transfer.utils.daemon_threads import DaemonThreads
 from vllm_ascend.logger import init_logger
 
 if TYPE_CHECKING:
@@ -74,10 +73,7 @@ class TransferTask:
     deadline: float | None = None
 
 
-_STOP = object()
-
-
-class _TransferThread(threading.Thread, Generic[ResultT]):
+class _TransferThread(Generic[ResultT]):
     """A daemon thread that runs `TransferTask`s from a bounded queue, one at a time, and
     reports each as `on_done(task, count, result)`."""
 
@@ -92,37 +88,35 @@ class _TransferThread(threading.Thread, Generic[ResultT]):
         batch_keys: int,
         on_done: Callable[[TransferTask, int, ResultT], None],
     ) -> None:
-        super().__init__(name=self.thread_name, daemon=True)
+        self.name = self.thread_name
         self.backend = backend
         self.guard = guard
         self.layout = layout
         self.batch_keys = batch_keys
         self.on_done = on_done
-        self._queue: queue.Queue[object] = queue.Queue(maxsize=queue_size)
+        # The thread binds itself to the KV cache's device before its first task.
+        self._thread = DaemonThreads(1, self.name, queue_size, initializer=backend.set_device)
         self._stopping = False
+
+    def start(self) -> None:
+        """Start the thread (tasks submitted before wait in the queue)."""
+        self._thread.start()
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
 
     def submit(self, task: TransferTask) -> bool:
         """Queue `task`; False (nothing queued) when the queue is full or the thread stops."""
         if self._stopping:
             return False
-        try:
-            self._queue.put_nowait(task)
-        except queue.Full:
-            return False
-        return True
+        return self._thread.submit(self._run_task, task)
 
-    def run(self) -> None:
-        self.backend.set_device()
-        while True:
-            item = self._queue.get()
-            if item is _STOP:
-                return
-            assert isinstance(item, TransferTask)
-            try:
-                self.handle(item)
-            except Exception:  # a bug must not kill the thread and strand every later task
-                logger.exception("%s: transfer of request %s failed", self.name, item.req_id)
-                self.abandon(item)
+    def _run_task(self, task: TransferTask) -> None:
+        try:
+            self.handle(task)
+        except Exception:  # a bug must not strand the task's request: report it failed
+            logger.exception("%s: transfer of request %s failed", self.name, task.req_id)
+            self.abandon(task)
 
     def handle(self, task: TransferTask) -> None:
         raise NotImplementedError
@@ -134,15 +128,7 @@ class _TransferThread(threading.Thread, Generic[ResultT]):
     def stop(self, timeout_s: float) -> bool:
         """Run what is queued, then stop. Returns False if the thread did not end in time."""
         self._stopping = True
-        if not self.is_alive():
-            return True
-        deadline = time.monotonic() + timeout_s
-        try:
-            self._queue.put(_STOP, timeout=timeout_s)
-        except queue.Full:
-            return False
-        self.join(max(0.0, deadline - time.monotonic()))
-        return not self.is_alive()
+        return self._thread.stop(timeout_s)
 
 
 class KVCacheStoreSendingThread(_TransferThread[dict[int, int]]):

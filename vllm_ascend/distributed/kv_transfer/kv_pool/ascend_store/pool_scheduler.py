@@ -45,7 +45,10 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.step_metadata impo
     ReqMeta,
 )
 from vllm_ascend.distributed.kv_transfer.utils.connector_stats import StatsRecorder
-from vllm_ascend.distributed.kv_transfer.utils.scheduler_inputs import scheduled_requests
+from vllm_ascend.distributed.kv_transfer.utils.scheduler_inputs import (
+    scheduled_requests,
+    track_allocated,
+)
 from vllm_ascend.logger import init_logger
 
 if TYPE_CHECKING:
@@ -213,11 +216,7 @@ class KVPoolScheduler:
         self, request: Request, blocks: KVCacheBlocks, num_external_tokens: int
     ) -> None:
         """Track the request; plan the load of its hit into the blocks vLLM allocated."""
-        req_id = request.request_id
-        state = self._requests.get(req_id)
-        if state is None:
-            state = self._requests[req_id] = _RequestState(request)
-        found = self._lookups.pop(req_id, None)
+        state, found = track_allocated(request, self._requests, _RequestState, self._lookups)
         if found is None:
             return
         state.in_pool = found.present
@@ -227,7 +226,7 @@ class KVPoolScheduler:
         count = num_external_tokens // self.block_size
         block_ids = blocks.get_block_ids()[0]
         load = ReqMeta(
-            req_id,
+            request.request_id,
             list(block_ids[first : first + count]),
             list(request.block_hashes[first : first + count]),
             is_async=self.load_async,

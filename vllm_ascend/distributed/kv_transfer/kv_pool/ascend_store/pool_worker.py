@@ -20,11 +20,13 @@ its own key. Per step:
   store's own timeouts. The store call itself cannot be recalled: a batch already inside the
   store may still write its blocks when it returns (with the same prefix's KV); no further
   batch of that load starts, and its late result is dropped.
+
+The bookkeeping lives beside this module: `save_tracker.SaveTracker` (saves per request),
+`load_tracker.LoadTracker` (load errors, asynchronous loads and their deadlines).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -40,7 +42,9 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.kv_transfer import
     KVCacheStoreSendingThread,
     TransferTask,
 )
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.load_tracker import LoadTracker
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.pool_client import open_pool
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.save_tracker import SaveTracker
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.stats import AscendStoreStats
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.step_metadata import (
     AscendConnectorMetadata,
@@ -116,14 +120,9 @@ class KVPoolWorker:
         self.device: KVDevice | None = None
         self.sender: KVCacheStoreSendingThread | None = None
         self.recver: KVCacheStoreRecvingThread | None = None
-        self._cond = threading.Condition()
-        self._pending_saves: dict[str, int] = {}
-        self._tracked: set[str] = set()  # requests with saves, not yet reported finished
-        self._finished: set[str] = set()  # of those, finished on the scheduler
-        self._recv_done: set[str] = set()
-        self._async_loads: dict[str, TransferTask] = {}  # queued or running, not yet reported
-        self._load_errors: set[int] = set()
         self.recorder = StatsRecorder(AscendStoreStats)
+        self.saves = SaveTracker(self.recorder, self.guard.log, self.backend.name)
+        self.loads = LoadTracker(self.recorder, self.guard.log, config.load_timeout_s)
 
     # ---- set-up -----------------------------------------------------------------------------
 
@@ -150,7 +149,7 @@ class KVPoolWorker:
             self.layout,
             cfg.save_queue_size,
             cfg.transfer_batch_keys,
-            self._on_saved,
+            self.saves.finish,
         )
         self.recver = KVCacheStoreRecvingThread(
             self.backend,
@@ -158,7 +157,7 @@ class KVPoolWorker:
             self.layout,
             cfg.load_queue_size,
             cfg.transfer_batch_keys,
-            self._on_loaded,
+            self.loads.finish,
         )
         self.sender.start()
         self.recver.start()
@@ -191,8 +190,7 @@ class KVPoolWorker:
             if load.is_async:
                 deadline = time.monotonic() + self.config.load_timeout_s
                 task = TransferTask(load.req_id, load_keys, list(load.block_ids), None, deadline)
-                with self._cond:
-                    self._async_loads[load.req_id] = task
+                self.loads.track(task)
                 if not recver.submit(task):
                     self.guard.log.warning(
                         "load_queue_full",
@@ -200,7 +198,7 @@ class KVPoolWorker:
                         self.config.load_queue_size,
                         load.req_id,
                     )
-                    self._on_loaded(task, len(load.block_ids), list(load.block_ids))
+                    self.loads.finish(task, len(load.block_ids), list(load.block_ids))
                 continue
             keys.extend(load_keys)
             block_ids.extend(load.block_ids)
@@ -208,64 +206,7 @@ class KVPoolWorker:
             failed = load_blocks(
                 self.backend, self.guard, layout, keys, block_ids, self.config.transfer_batch_keys
             )
-            self._count_loads(len(keys), failed)
-            with self._cond:
-                self._load_errors.update(failed)
-
-    def _on_loaded(self, task: TransferTask, total: int, failed: list[int]) -> None:
-        # Receiving thread (or the queue-full path): errors first, then completion, atomically,
-        # so a request is never reported done before its failed blocks. A load past its
-        # deadline was reported already (and its request may have a newer load): drop it.
-        with self._cond:
-            current = self._async_loads.get(task.req_id) is task
-            if current:
-                del self._async_loads[task.req_id]
-                self._load_errors.update(failed)
-                self._recv_done.add(task.req_id)
-        if current:
-            self._count_loads(total, failed)
-        else:
-            logger.info(
-                "KV pool: load of request %s returned after its %.0f s deadline; dropped",
-                task.req_id,
-                self.config.load_timeout_s,
-            )
-
-    def _expire_loads(self) -> list[TransferTask]:
-        # With self._cond held: report loads past their deadline as done with every block
-        # failed; the receiving thread's late result is then dropped (_on_loaded).
-        now = time.monotonic()
-        expired = [
-            t for t in self._async_loads.values() if t.deadline is not None and now >= t.deadline
-        ]
-        for task in expired:
-            del self._async_loads[task.req_id]
-            self._load_errors.update(task.block_ids)
-            self._recv_done.add(task.req_id)
-        return expired
-
-    def _report_expired(self, expired: list[TransferTask]) -> None:
-        for task in expired:
-            self.recorder.add("load_failed_blocks", len(task.block_ids))
-            self.guard.log.warning(
-                "load_timeout",
-                "KV pool: asynchronous load of request %s (%d block(s)) not done within "
-                "load_timeout_s=%g s; it fails as a load error (kv_load_failure_policy applies)",
-                task.req_id,
-                len(task.block_ids),
-                self.config.load_timeout_s,
-            )
-
-    def _count_loads(self, total: int, failed: Sequence[int]) -> None:
-        self.recorder.add("loaded_blocks", total - len(failed))
-        self.recorder.add("load_failed_blocks", len(failed))
-        if failed:
-            self.guard.log.warning(
-                "load_failed",
-                "KV pool: %d block(s) failed to load (missing or unreadable); vLLM recomputes "
-                "them or fails their requests per kv_load_failure_policy",
-                len(failed),
-            )
+            self.loads.finish_sync(len(keys), failed)
 
     # ---- saves ------------------------------------------------------------------------------
 
@@ -279,9 +220,7 @@ class KVPoolWorker:
         ready = self.device.record_event()
         for save in meta.saves:
             keys = self.db.keys(save.block_hashes, self.tp_rank, self.pp_rank)
-            with self._cond:
-                self._tracked.add(save.req_id)
-                self._pending_saves[save.req_id] = self._pending_saves.get(save.req_id, 0) + 1
+            self.saves.add(save.req_id)
             task = TransferTask(save.req_id, keys, list(save.block_ids), ready)
             if not sender.submit(task):
                 self.guard.log.warning(
@@ -290,77 +229,40 @@ class KVPoolWorker:
                     self.config.save_queue_size,
                     len(keys),
                 )
-                self._on_saved(task, 0, {0: len(keys)})
-
-    def _on_saved(self, task: TransferTask, stored: int, failures: dict[int, int]) -> None:
-        with self._cond:
-            left = self._pending_saves.get(task.req_id, 0) - 1
-            if left > 0:
-                self._pending_saves[task.req_id] = left
-            else:
-                self._pending_saves.pop(task.req_id, None)
-            self.recorder.add("saved_blocks", stored)
-            self.recorder.add("save_failed_blocks", sum(failures.values()))
-            self._cond.notify_all()
-        store_codes = {code: n for code, n in failures.items() if code != 0}
-        if store_codes:
-            self.guard.log.warning(
-                "save_failed",
-                "KV pool (%s): %d block(s) not saved, by store code: %s (the pool is full or "
-                "evicting; they are recomputed when needed)",
-                self.backend.name,
-                sum(store_codes.values()),
-                store_codes,
-            )
+                self.saves.finish(task, 0, {0: len(keys)})
 
     def handle_preemptions(self, meta: AscendConnectorMetadata) -> None:
         """Wait until the queued saves of preempted requests are done: their blocks are about
         to be reused."""
         if not meta.preempted_req_ids:
             return
-        deadline = time.monotonic() + self.config.shutdown_timeout_s
-        with self._cond:
-            for req_id in meta.preempted_req_ids:
-                while self._pending_saves.get(req_id, 0) > 0:
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        logger.error(
-                            "KV pool: saves of preempted request %s still pending after %.0f s",
-                            req_id,
-                            self.config.shutdown_timeout_s,
-                        )
-                        return
-                    self._cond.wait(left)
+        late = self.saves.wait_for(meta.preempted_req_ids, self.config.shutdown_timeout_s)
+        if late is not None:
+            logger.error(
+                "KV pool: saves of preempted request %s still pending after %.0f s",
+                late,
+                self.config.shutdown_timeout_s,
+            )
 
     # ---- completion -------------------------------------------------------------------------
 
     def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None, set[str] | None]:
         """`(finished_sending, finished_recving)`: finished requests whose saves are all done,
         and requests whose asynchronous load is done or past its deadline (then failed)."""
-        with self._cond:
-            self._finished.update(r for r in finished_req_ids if r in self._tracked)
-            sending = {r for r in self._finished if r not in self._pending_saves}
-            self._finished -= sending
-            self._tracked -= sending
-            expired = self._expire_loads() if self._async_loads else []
-            recving, self._recv_done = self._recv_done, set()
-        self._report_expired(expired)
+        sending = self.saves.pop_finished(finished_req_ids)
+        recving = self.loads.pop_done()
         return sending or None, recving or None
 
     def get_block_ids_with_load_errors(self) -> set[int]:
         """KV cache blocks whose load failed since the last call (then forgotten)."""
-        with self._cond:
-            errors, self._load_errors = self._load_errors, set()
-        return errors
+        return self.loads.take_errors()
 
     def stats(self) -> dict[str, Any]:
         """Counter totals and queue state, for tests and diagnostics (vLLM's metrics read
         `take_stats`)."""
-        with self._cond:
-            pending = sum(self._pending_saves.values())
         return {
             **self.recorder.snapshot(),
-            "pending_saves": pending,
+            "pending_saves": self.saves.pending(),
             "pool_healthy": self.guard.healthy,
         }
 
@@ -371,14 +273,7 @@ class KVPoolWorker:
 
     def wait_idle(self, timeout_s: float) -> bool:
         """Block until no save is pending (tests, benchmarks); False on timeout."""
-        deadline = time.monotonic() + timeout_s
-        with self._cond:
-            while self._pending_saves:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(left)
-        return True
+        return self.saves.wait_idle(timeout_s)
 
     def shutdown(self) -> None:
         """Finish queued saves (bounded by `shutdown_timeout_s`), stop the threads, disconnect."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import torch
 from vllm.v1.metrics.cache_hit_source import CacheHitSource
 
 from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.config import CPUOffloadConfig
@@ -29,10 +28,12 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.step_metadata impor
     CPUOffloadingConnectorMetadata,
 )
 from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.worker import CPUOffloadingWorker
-from vllm_ascend.distributed.kv_transfer.utils.connector_facade import KVConnectorFacade
+from vllm_ascend.distributed.kv_transfer.utils.connector_facade import (
+    KVConnectorFacade,
+    WholeStepTransfers,
+)
 
 if TYPE_CHECKING:
-    from vllm.attention.backends.abstract import AttentionMetadata
     from vllm.config import VllmConfig
     from vllm.forward_context import ForwardContext
     from vllm.v1.kv_cache_interface import KVCacheConfig
@@ -42,7 +43,8 @@ __all__ = ["CPUOffloadingConnector", "CPUOffloadingConnectorMetadata"]
 
 
 class CPUOffloadingConnector(
-    KVConnectorFacade[CPUOffloadConfig, CPUOffloadingScheduler, CPUOffloadingWorker]
+    WholeStepTransfers,
+    KVConnectorFacade[CPUOffloadConfig, CPUOffloadingScheduler, CPUOffloadingWorker],
 ):
     """Host-memory KV cache tier behind vLLM's prefix cache.
 
@@ -93,19 +95,8 @@ class CPUOffloadingConnector(
     def start_load_kv(self, forward_context: ForwardContext, **kwargs: Any) -> None:
         self._worker().start_load_kv(self._step_metadata(CPUOffloadingConnectorMetadata))
 
-    def wait_for_layer_load(self, layer_name: str) -> None:
-        # start_load_kv loads every layer before the forward pass.
-        return
-
-    def save_kv_layer(
-        self,
-        layer_name: str,
-        kv_layer: torch.Tensor,
-        attn_metadata: AttentionMetadata,
-        **kwargs: Any,
-    ) -> None:
-        # Blocks are saved all layers at once in wait_for_save: one batched copy per step.
-        return
+    # Nothing per layer (WholeStepTransfers): start_load_kv loads every layer before the
+    # forward pass, and wait_for_save stores them all in one batched copy per step.
 
     def wait_for_save(self) -> None:
         self._worker().wait_for_save(self._step_metadata(CPUOffloadingConnectorMetadata))

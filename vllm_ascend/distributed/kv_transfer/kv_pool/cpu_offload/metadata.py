@@ -20,6 +20,7 @@ and every receive is bounded by a timeout that turns a dead or unreachable serve
 
 Bound: the ROUTER drops (disconnects) a peer that sends a frame over `MAX_MESSAGE_BYTES`, so a
 stray or hostile peer cannot make the server buffer an arbitrary amount; the server serves on.
+The socket and its serve loop: `utils/zmq_router.py`.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.messages import (
     StepDone,
     StoreRequest,
 )
+from vllm_ascend.distributed.kv_transfer.utils.zmq_router import bind_router, serve_router
 from vllm_ascend.logger import init_logger
 
 __all__ = [
@@ -74,9 +76,6 @@ __all__ = [
 ]
 
 logger = init_logger(__name__)
-
-# How often the server thread wakes up to check for stop(), in milliseconds.
-_SERVER_POLL_MS = 100
 
 # Largest frame the server accepts. The largest real message is a Lookup, Acquire or Commit of
 # one long prompt: ~35 bytes per block hash, so a 1M-token prompt of 16-token blocks is ~2.3 MB.
@@ -167,29 +166,19 @@ class MetadataServer:
 
     def _run(self) -> None:
         ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
-        sock = ctx.socket(zmq.ROUTER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
         try:
-            sock.bind(self.address)
+            sock = bind_router(ctx, self.address, MAX_MESSAGE_BYTES)
         except zmq.ZMQError as exc:
             self._bind_error = exc
-            sock.close()
             self._ready.set()
             return
         self._ready.set()
         logger.info("CPU offload metadata server listening on %s", self.address)
-        poller = zmq.Poller()
-        poller.register(sock, zmq.POLLIN)
-        try:
-            while not self._stop.is_set():
-                if not poller.poll(_SERVER_POLL_MS):
-                    continue
-                frames = sock.recv_multipart()
-                identity, payload = frames[0], frames[-1]
-                sock.send_multipart([identity, self._handle(payload)])
-        finally:
-            sock.close()
+        serve_router(sock, self._stop, self._respond, "CPU offload metadata server", logger)
+
+    def _respond(self, frames: list[bytes]) -> list[bytes]:
+        identity, payload = frames[0], frames[-1]
+        return [identity, self._handle(payload)]
 
     def _handle(self, payload: bytes) -> bytes:
         try:

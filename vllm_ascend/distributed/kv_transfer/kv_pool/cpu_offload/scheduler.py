@@ -38,6 +38,7 @@ from vllm_ascend.distributed.kv_transfer.utils.scheduler_inputs import (
     bytes_per_block,
     scheduled_requests,
     single_group_block_size,
+    track_allocated,
 )
 from vllm_ascend.logger import init_logger
 
@@ -149,13 +150,10 @@ class CPUOffloadingScheduler:
         self, request: Request, blocks: KVCacheBlocks, num_external_tokens: int
     ) -> None:
         """Track the request; pin the host blocks of its hit and plan their load."""
-        req_id = request.request_id
-        state = self._requests.get(req_id)
-        if state is None:
-            state = self._requests[req_id] = _RequestState(request)
-        found = self._lookups.pop(req_id, None)
+        state, found = track_allocated(request, self._requests, _RequestState, self._lookups)
         if num_external_tokens == 0 or found is None:
             return
+        req_id = request.request_id
         start, n = found
         n = min(n, num_external_tokens // self.block_size)
         block_ids = blocks.get_block_ids()[0]

@@ -24,7 +24,7 @@ from vllm_ascend.distributed.kv_transfer.kv_p2p.kv_params import (
     RemotePrefill,
     parse_remote_prefill,
 )
-from vllm_ascend.distributed.kv_transfer.kv_p2p.metadata import MooncakeConnectorMetadata
+from vllm_ascend.distributed.kv_transfer.kv_p2p.pull_metadata import MooncakeConnectorMetadata
 from vllm_ascend.distributed.kv_transfer.kv_p2p.scheduler_base import (
     HANDOFF_STATES,
     P2PSchedulerBase,
