@@ -138,7 +138,7 @@ def engine_env(extra: dict[str, str] | None = None) -> dict[str, str]:
             "TOKENIZERS_PARALLELISM": "false",
         }
     )
-    paths = [str(REPO_ROOT), str(HERE), env.get("PYTHONPATH", "")]
+    paths = [str(REPO_ROOT), str(REPO_ROOT / "subsystem"), str(HERE), env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     env.update(extra or {})
     return env
