@@ -178,7 +178,7 @@ def test_every_old_path_both_orders_generated(
 
 
 def _real_file(module: str) -> bool:
-    base = REPO.joinpath(*module.split("."))
+    base = REPO.joinpath("subsystem", *module.split("."))
     return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
 
 
