@@ -111,8 +111,8 @@ def _venv(where: Path) -> tuple[Path, Path]:
 
 
 def _owned_files(site: Path) -> dict[str, str]:
-    """sha256 of every file vllm-ascend's RECORD lists, by path (None-safe: missing files are
-    reported as missing, not skipped)."""
+    """sha256 of every file vllm-ascend's RECORD lists, by path; a file that is gone reads
+    "MISSING" (never skipped, so a deletion changes the result)."""
     (info,) = site.glob("vllm_ascend-*.dist-info")
     names = [line.split(",")[0] for line in (info / "RECORD").read_text().splitlines() if line]
     out = {}
