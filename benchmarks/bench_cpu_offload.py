@@ -43,7 +43,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "subsystem"))
 
 from vllm_ascend.distributed.kv_transfer.kv_pool.cpu_offload.config import (  # noqa: E402
     CPUOffloadConfig,

@@ -56,7 +56,7 @@ import bench_cli
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
-sys.path[:0] = [str(REPO), str(REPO / "tests" / "e2e")]
+sys.path[:0] = [str(REPO), str(REPO / "subsystem"), str(REPO / "tests" / "e2e")]
 
 from harness import (  # noqa: E402
     UNIPROC_LLM_KWARGS,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from .schema import (
@@ -20,10 +21,16 @@ from .schema import (
 )
 from .validation import validate
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+
+def _toml() -> ModuleType:
+    """The TOML reader, imported on first use: the copy of `rules` that `vam refactor` writes
+    into a package (with the shims, see migrator/refactor/runtime.py) never reads TOML, and must
+    import on 3.10, where tomli is not stdlib."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    return tomllib
 
 
 def load(path: str | Path) -> Pack:
@@ -33,6 +40,7 @@ def load(path: str | Path) -> Pack:
         RulesError: unreadable file, bad TOML, or a table that fails validation.
     """
     path = Path(path)
+    tomllib = _toml()
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

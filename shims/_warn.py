@@ -29,6 +29,10 @@ _USE_OPCODES = frozenset(
     if name in opcode.opmap
 )
 
+# This package's own name: "shims", or "pkg._vam_shims.shims" in the copy that `vam refactor`
+# writes into a package. Its frames are never the user's.
+_PACKAGE = __name__.rpartition(".")[0]
+
 _warned: set[tuple[str, str]] = set()
 _warned_lock = _thread.allocate_lock()
 
@@ -150,8 +154,8 @@ def _internal(module: str) -> bool:
     return (
         module in _HELPERS
         or module == "importlib"
-        or module.startswith(("importlib.", "_frozen_importlib", "shims."))
-        or module == "shims"
+        or module.startswith(("importlib.", "_frozen_importlib", _PACKAGE + "."))
+        or module == _PACKAGE
     )
 
 

@@ -21,6 +21,7 @@ from migrator.refactor import shimline, symbols
 from migrator.refactor.layout import module_path, package_of_file
 from migrator.refactor.plan import Plan, PlanError
 from migrator.refactor.relative import Origin, absolutize, relativize
+from migrator.refactor.runtime import runtime_files
 from migrator.rewrite.engine import Engine, decode_python
 from rules import Pack
 
@@ -214,8 +215,8 @@ class Rewrite:
             source.text = shimline.add_install(source.text, self.plan.step.version)
         except SyntaxError as exc:
             raise PlanError(f"{self.root / init}: cannot parse: {exc.msg}") from None
-        table = init.parent / shimline.TABLE_NAME
-        self.raw[table] = shimline.table_text(pack, self.plan.step.version).encode()
+        for rel, text in runtime_files(pack, self.plan.step.version).items():
+            self.raw[init.parent / rel] = text.encode()
 
     # -- result ----------------------------------------------------------------------------
 

@@ -124,8 +124,9 @@ def engine_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for an engine process: offline, small CPU KV cache, repo importable.
 
     `VLLM_CPU_KVCACHE_SPACE=1` (GiB) keeps each engine's KV cache small; `HF_HUB_OFFLINE=1`
-    forbids downloads; the repo root and this folder are on `PYTHONPATH`, so `call` targets and
-    test connectors next to this file import by module name (`"cpu_offload_probe:stats"`).
+    forbids downloads; the repo root, its `subsystem/` (where `vllm_ascend` lives) and this folder
+    are on `PYTHONPATH`, so `call` targets and test connectors next to this file import by module
+    name (`"cpu_offload_probe:stats"`).
     """
     env = dict(os.environ)
     env.update(
@@ -138,7 +139,7 @@ def engine_env(extra: dict[str, str] | None = None) -> dict[str, str]:
             "TOKENIZERS_PARALLELISM": "false",
         }
     )
-    paths = [str(REPO_ROOT), str(HERE), env.get("PYTHONPATH", "")]
+    paths = [str(REPO_ROOT), str(REPO_ROOT / "subsystem"), str(HERE), env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     env.update(extra or {})
     return env

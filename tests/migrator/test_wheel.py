@@ -78,6 +78,9 @@ def test_wheel_ships_the_rule_pack_and_no_tests(installed: tuple[Path, Path]) ->
     assert {"rules/vllm_ascend.toml", "rules/vllm.toml"} <= names
     assert {"migrator/cli/__init__.py", "migrator/rewrite/sites/__init__.py", "migrator/__main__.py", "rules/schema.py"} <= names
     assert not any(n.startswith(("tests/", "benchmarks/", "examples/")) for n in names)
+    # The subsystem is its own distribution (subsystem/): installing the tool must not write a
+    # top-level vllm_ascend over the user's vllm-ascend (tests/migrator/test_install_isolation.py).
+    assert not any(n.startswith(("vllm_ascend/", "subsystem/")) for n in names)
 
 
 def test_installed_vam_runs_from_the_venv_not_the_checkout(

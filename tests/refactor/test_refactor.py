@@ -78,9 +78,10 @@ def test_result_imports_new_and_old_paths(repo: Path, table: Path) -> None:
         "print('ok')\n"
     ))
     assert probe.stdout.strip() == "ok", probe.stderr
-    # the table in the package stops at the step: the later step's target does not exist
-    carried = (repo / "pkg/_vam_moves.toml").read_text()
-    assert 'version = "1.0"' in carried and 'version = "2.0"' not in carried
+    # the rows in the package stop at the step: the later step's target does not exist
+    carried = (repo / "pkg/_vam_shims/__init__.py").read_text()
+    assert "version='1.0'" in carried and "'2.0'" not in carried
+    assert "pkg.new.sub.helpers" not in carried
 
 
 def test_second_run_changes_nothing(repo: Path, table: Path) -> None:
@@ -96,6 +97,7 @@ def test_no_shims_leaves_init_alone(repo: Path, table: Path) -> None:
     assert _refactor(table, repo, "--no-shims").exit_code == 0
     assert (repo / "pkg/__init__.py").read_text() == ""
     assert not (repo / "pkg/_vam_moves.toml").exists()
+    assert not (repo / "pkg/_vam_shims").exists()
 
 
 def test_dry_run_and_diff_write_nothing(repo: Path, table: Path) -> None:

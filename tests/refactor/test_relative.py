@@ -4,7 +4,8 @@ from the new one, layout kept."""
 from __future__ import annotations
 
 from migrator.refactor.relative import absolutize, relative_name, relativize
-from migrator.refactor.shimline import add_install, owner_package, table_text
+from migrator.refactor.runtime import init_text
+from migrator.refactor.shimline import add_install, owner_package
 from rules import load_pack
 
 SOURCE = """\
@@ -41,10 +42,14 @@ def test_too_many_dots_stay() -> None:
 def test_shims_owner_table_and_install_line() -> None:
     pack = load_pack("vllm_ascend")
     assert owner_package(pack.step("0.14.0")) == "vllm_ascend.distributed"
-    cut = table_text(pack, "0.14.0")
-    assert cut.startswith("# vam: ignore-file") and 'version = "0.18.0rc1"' not in cut
+    cut = init_text(pack, "0.14.0")
+    assert cut.startswith("# vam: ignore-file") and "version='0.14.0'" in cut
+    assert "'0.18.0rc1'" not in cut
     init = add_install('"""Doc."""\nfrom __future__ import annotations\nimport os\n', "0.14.0")
     lines = init.splitlines()
     assert lines[:2] == ['"""Doc."""', "from __future__ import annotations"]
-    assert lines[3].startswith("try:  # vam refactor --step 0.14.0") and lines[-1] == "import os"
+    assert lines[3].startswith("# vam refactor --step 0.14.0") and lines[-1] == "import os"
+    assert lines[4:8] == [
+        "from ._vam_shims import install as _vam_install_shims", "", "_vam_install_shims()",
+        "del _vam_install_shims"]
     assert add_install(init, "0.14.0") == init

@@ -330,6 +330,7 @@ def write_vllm_ascend_layout(root: Path) -> rules.Pack:
     `vllm_ascend/distributed/__init__.py` (which installs the whole bundled table) as the
     installer. Returns the 0.14.0 part of the table (`bundled_014`)."""
     pack = bundled_014()
-    source = (REPO / "vllm_ascend" / "distributed" / "__init__.py").read_text(encoding="utf-8")
+    init = REPO / "subsystem" / "vllm_ascend" / "distributed" / "__init__.py"
+    source = init.read_text(encoding="utf-8")
     write_new_layout(root, pack, "vllm_ascend.distributed", source)
     return pack

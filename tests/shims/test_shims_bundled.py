@@ -178,7 +178,7 @@ def test_every_old_path_both_orders_generated(
 
 
 def _real_file(module: str) -> bool:
-    base = REPO.joinpath(*module.split("."))
+    base = REPO.joinpath("subsystem", *module.split("."))
     return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
 
 
@@ -241,8 +241,8 @@ print(json.dumps({"report": report, "aliased": aliased}))
 
 def _real_modules() -> list[str]:
     names = []
-    for path in sorted((REPO / "vllm_ascend").rglob("*.py")):
-        parts = list(path.relative_to(REPO).with_suffix("").parts)
+    for path in sorted((REPO / "subsystem" / "vllm_ascend").rglob("*.py")):
+        parts = list(path.relative_to(REPO / "subsystem").with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
         names.append(".".join(parts))

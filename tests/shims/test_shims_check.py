@@ -170,7 +170,7 @@ def test_bundled_table_passes_on_the_real_subsystem(tmp_path: Path) -> None:
     missing = []
     for path in old_paths(pack):
         module = path.new if path.kind == "module" else path.new.rpartition(".")[0]
-        base = REPO.joinpath(*module.split("."))
+        base = REPO.joinpath("subsystem", *module.split("."))
         if not (base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()):
             missing.append(module)
     if missing:

@@ -93,7 +93,9 @@ class Peer:
 
     def __init__(self, spec: dict[str, Any], log: Path) -> None:
         env = dict(os.environ, MC_LOG_LEVEL="ERROR")
-        env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(REPO), str(REPO / "subsystem"), env.get("PYTHONPATH", "")]
+        )
         self.log = log
         self.proc = subprocess.Popen(
             [sys.executable, str(HERE / "mooncake_peer.py"), json.dumps(spec)],

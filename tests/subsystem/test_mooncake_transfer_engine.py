@@ -26,7 +26,8 @@ def run(code: str, timeout_s: float = 120) -> Any:
     """Run `code` in a fresh interpreter; it prints one JSON line last, which is returned."""
     # An engine started in this process (other tests) set Mooncake's timeouts here.
     env = {k: v for k, v in os.environ.items() if not k.startswith("MC_TCP_")}
-    env.update(MC_LOG_LEVEL="ERROR", PYTHONPATH=str(REPO))
+    paths = [str(REPO), str(REPO / "subsystem")]
+    env.update(MC_LOG_LEVEL="ERROR", PYTHONPATH=os.pathsep.join(paths))
     done = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
