@@ -1,4 +1,4 @@
-"""One code registry (migrator/core/codes.py): `vam rule`, the --help code tables, the README tables
+"""One code registry (migrator/core/codes/): `vam rule`, the --help code tables, the README tables
 and the per-tool title/severity maps all come from it and cannot drift."""
 
 from __future__ import annotations
