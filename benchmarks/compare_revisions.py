@@ -8,8 +8,9 @@ TID251 beside them.
 
 Runs alternate (old, new, old, new, ...) so both see the same load; each figure is the
 median of --repeat runs, CPU time of the child process tree (user + system) next to wall
-time. The new checkout runs with `--to 0.14.0`, the step the old table had, so both apply
-the same rules; `check (all steps)` shows the cost of the whole history.
+time. Both checkouts run with `--to 0.14.0` (the first step of the later history, and the
+whole table of the oldest checkouts measured), so both apply the same rules; `check (all
+steps)` shows the cost of the whole history.
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ def main() -> int:
     def record(name: str, figures: tuple[float, float]) -> None:
         runs.setdefault(name, []).append(figures)
 
+    same = ["--to", "0.14.0"]
     for _ in range(args.repeat):
-        for name, checkout, extra in (("old", args.old, []), ("new", HERE, ["--to", "0.14.0"])):
+        for name, checkout, extra in (("old", args.old, same), ("new", HERE, same)):
             tree = scratch / f"migrate-{name}"
             shutil.copytree(sdist("0.13.0"), tree)
             record(f"migrate {name}", timed([*vam, "migrate", *extra, "-q", str(tree)],
