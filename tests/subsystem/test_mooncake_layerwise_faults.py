@@ -123,3 +123,15 @@ def test_a_transfer_withheld_after_registration_ends_the_wait_already_running(
         assert worker.get_block_ids_with_load_errors() == {7, 8}
     finally:
         worker.shutdown()
+
+
+def test_shutdown_hands_the_kv_cache_back_to_the_engine_when_no_transfer_is_open() -> None:
+    # The transfer engine lives as long as the process; a region left registered after its
+    # tensor is freed makes a later cache allocated inside it fail to register ("overlaps").
+    worker = layerwise_decode_worker()
+    engine = worker.engine
+    assert engine is not None and worker.layout is not None
+    starts = [start for start, _ in worker.layout.allocations]
+    assert set(starts) <= set(engine.registered_regions())
+    worker.shutdown()
+    assert not set(starts) & set(engine.registered_regions())

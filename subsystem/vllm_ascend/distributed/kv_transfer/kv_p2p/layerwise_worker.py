@@ -74,5 +74,13 @@ class MooncakeLayerwiseWorker(LayerwiseLoads, LayerwisePushes):
         return self._send_stats()
 
     def shutdown(self) -> None:
-        """Stop serving and pushing; the KV cache memory stays registered with the engine."""
+        """Stop serving and pushing; deregister the KV cache when no load of this worker is
+        still registered with a prefill peer and no push is tracked (either could still move
+        bytes through it). Otherwise it stays registered with the engine."""
         self._stop_serving()
+        with self._load_cond:
+            receiving = bool(self._loads)
+        with self._push_lock:
+            pushing = bool(self._pushes)
+        if not receiving and not pushing:
+            self._release_memory()

@@ -245,7 +245,6 @@ class MooncakeConnectorWorker(P2PWorkerBase):
         self._stop_serving()
         with self._lock:
             idle = self._in_flight == 0
-        if self.engine is not None and self.layout is not None and idle:
-            for start, _ in self.layout.allocations:
-                self.engine.unregister_memory(start)
+        if idle:
+            self._release_memory()
         self.layout = None

@@ -260,3 +260,12 @@ class P2PWorkerBase:
             self._threads.stop()
             self._threads = None
         self.peers.close()
+
+    def _release_memory(self) -> None:
+        """Deregister the KV cache from the process-wide transfer engine (at shutdown, once no
+        transfer can still move bytes in or out of it): the engine outlives this worker, and
+        a cache allocated later at an address inside a stale region could not register."""
+        if self.engine is not None and self.layout is not None:
+            for start, _ in self.layout.allocations:
+                self.engine.unregister_memory(start)
+        self.layout = None
