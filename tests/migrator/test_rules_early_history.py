@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -24,7 +25,7 @@ NO_STEP = ["0.7.3.post1", "0.8.4rc1", "0.8.4rc2", "0.8.5rc1", "0.9.0rc1", "0.9.0
            "0.11.0rc3", "0.11.0", "0.13.0rc1", "0.13.0rc3"]
 
 
-def _sdist(version: str):  # type: ignore[no-untyped-def]
+def _sdist(version: str) -> Path:
     sys.path.insert(0, str(REPO / "benchmarks"))
     from sdists import sdist  # fetched from the configured index, cached outside the repo
 
