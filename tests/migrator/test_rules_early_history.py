@@ -90,3 +90,24 @@ def test_code_for_the_0_9_and_0_11_layouts_reaches_the_newest(pack: rules.Pack) 
     # 0.14's kv_transfer.utils package is not the 0.9 module of that name.
     kept = resolver.resolve("vllm_ascend.distributed.kv_transfer.utils.utils.align_memory")
     assert not kept.changed and kept.removed is None
+
+
+def test_the_runtime_shims_start_after_shims_from(pack: rules.Pack, tmp_path: Path) -> None:
+    from shims._targets import Installed, served
+
+    assert pack.shims_from == "0.13.0"
+    # A layout holding every target of both steps: only the step after the floor is served.
+    for module in ("pkg/a_new.py", "pkg/b_new.py", "pkg/__init__.py"):
+        (tmp_path / module).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / module).write_text("")
+    table = {"pack": {"name": "t", "packages": ["pkg"], "shims-from": "1.0"}, "step": [
+        {"version": "1.0", "module": [{"old": "pkg.a_old", "new": "pkg.a_new"}]},
+        {"version": "2.0rc1", "module": [{"old": "pkg.b_old", "new": "pkg.b_new"}]}]}
+    kept, fits = served(rules.parse(table), Installed([str(tmp_path)]))
+    assert [len(s.modules) for s in kept.steps] == [0, 1]
+    assert [f.verdict for f in fits] == [
+        "not served: the shims start after 1.0 ([pack] shims-from)",
+        "applies: every target is installed"]
+    table["pack"]["shims-from"] = "one"  # type: ignore[index]
+    with pytest.raises(rules.RulesError, match="malformed shims-from version 'one'"):
+        rules.parse(table)
