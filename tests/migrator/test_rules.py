@@ -40,7 +40,8 @@ UTILS_NAMES = ("kv_alltoall_and_rearrange", "alltoall_and_rearrange", "rearrange
 
 def test_bundled_pack_is_design_table(pack: rules.Pack) -> None:
     assert [s.version for s in pack.steps] == [
-        "0.14.0", "0.18.0rc1", "0.24.0rc1", "0.25.1rc1", "0.27.1rc1", "0.28.0rc1", "0.29.0rc1",
+        "0.7.3", "0.9.1rc2", "0.9.2rc1", "0.10.0rc1", "0.10.2rc1", "0.12.0rc1", "0.13.0rc2",
+        "0.13.0", "0.14.0", "0.18.0rc1", "0.24.0rc1", "0.25.1rc1", "0.27.1rc1", "0.28.0rc1", "0.29.0rc1",
         "0.30.0rc1"]
     step = pack.step("0.14.0")
     assert {m.old: m.new for m in step.modules} == EXPECTED_MODULES
