@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import rules
-from migrator.resolver import Resolver
+from migrator.core.resolver import Resolver
 from tests.migrator.conftest import REPO, rewrite, vam
 
 # (OLD, NEW, step): NEW's predecessor in PEP 440 order, whatever branch it was released from.
@@ -53,8 +53,8 @@ def test_every_early_release_has_a_step_or_is_listed(pack: rules.Pack) -> None:
 def test_no_early_row_names_a_path_of_0_13_or_later(pack: rules.Pack) -> None:
     """With no `--from` every step applies: an early row whose `old` a later release has
     again would rewrite or report code written for that release."""
+    from migrator.core.sources import open_release
     from migrator.infer.index import build_indexes
-    from migrator.infer.sources import open_release
 
     later = ["0.13.0", "0.14.0rc1", "0.20.2rc1", "0.27.1rc1", "0.30.0rc2"]
     olds = [(s.version, old) for s in pack.steps

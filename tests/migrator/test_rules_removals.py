@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 import rules
-from migrator.infer.finding import MAX_CANDIDATES
+from migrator.core.sources import open_release
+from migrator.infer.candidate import MAX_CANDIDATES
 from migrator.infer.index import Definition, Index, build_indexes
 from migrator.infer.modules import THRESHOLD
-from migrator.infer.sources import open_release
 from migrator.infer.symbols import MIN_BODY_SHINGLES, Gains, best_similar
 from tests.migrator.conftest import REPO
 from tests.migrator.test_rules_early_history import EARLY_PAIRS
