@@ -5,8 +5,8 @@ it answers with the new name and the rules that fired, composing the active step
 (from the user's `--from` version to `--to`). Within a step the name is settled (validation
 keeps that to one rule, except below a moved package); across steps nothing is closed.
 
-A name that some step wrote (it lies at or below a `new` of step S) was written for S or a
-later release, whatever `--from` says: the steps before S are not applied to it. Releases
+A name that some step up to `--to` wrote (it lies at or below a `new` of step S) was written
+for S or a later release, whatever `--from` says: the steps before S are not applied to it. Releases
 reuse names (0.27.1rc1 re-created `ascend_store.metadata`, a path 0.14.0 had moved away), so
 without this floor the code `vam migrate` writes would be rewritten or reported again by the
 next `vam check`.
@@ -74,7 +74,11 @@ class Resolver:
         self._symbols = [{m.old: m for m in s.symbols} for s in self.steps]
         self._removed = [{r.old: r for r in s.removed} for s in self.steps]
         self._written: dict[str, tuple[Any, ...]] = {}
+        # Only the steps up to `--to`: code taken to 0.14.0 that spells a path 0.27.1rc1
+        # re-created is code of the 0.14 era (an intermediate path), not of 0.27.1rc1.
         for step in pack.steps:
+            if high is not None and version_key(step.version) > high:
+                continue
             for new in [m.new for m in step.modules] + [m.new for m in step.symbols]:
                 key = version_key(step.version)
                 self._written[new] = max(self._written.get(new, key), key)

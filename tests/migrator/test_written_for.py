@@ -23,20 +23,25 @@ def _names(pack: rules.Pack) -> list[str]:
 @pytest.mark.parametrize("pack_name", sorted(rules.bundled()))
 def test_migrated_names_are_accepted_by_check_and_by_a_second_migrate(pack_name: str) -> None:
     pack = rules.load_pack(pack_name)
-    plain = Resolver(pack)
+    versions: list[str | None] = [None, *(step.version for step in pack.steps)]
     problems = []
-    for start in [None, *(step.version for step in pack.steps)]:
-        first = Resolver(pack, from_version=start)
-        again = Resolver(pack, from_version=start)
-        for name in _names(pack):
-            result = first.resolve(name)
-            if result.removed is not None or not result.changed:
+    for end in versions:
+        plain = Resolver(pack, to_version=end)  # check with no --from (and the run's --to)
+        for start in versions:
+            if start is not None and end is not None and rules.version_key(start) > rules.version_key(end):
                 continue
-            for label, resolver in (("check", plain), ("second migrate", again)):
-                later = resolver.resolve(result.new)
-                if later.changed or later.removed is not None:
-                    fate = later.new if later.changed else f"removed in {later.removed_step}"
-                    problems.append(f"--from {start}: {name} -> {result.new}; {label}: {fate}")
+            first = Resolver(pack, from_version=start, to_version=end)
+            again = Resolver(pack, from_version=start, to_version=end)
+            for name in _names(pack):
+                result = first.resolve(name)
+                if result.removed is not None or not result.changed:
+                    continue
+                for label, resolver in (("check", plain), ("second migrate", again)):
+                    later = resolver.resolve(result.new)
+                    if later.changed or later.removed is not None:
+                        fate = later.new if later.changed else f"removed in {later.removed_step}"
+                        problems.append(f"--from {start} --to {end}: {name} -> {result.new}; "
+                                        f"{label}: {fate}")
     assert not problems, "\n".join(problems[:20]) + f"\n({len(problems)} in all)"
 
 
