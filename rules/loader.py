@@ -58,7 +58,9 @@ def parse(raw: Mapping[str, Any], source: str = "<table>") -> Pack:
     meta = raw.get("pack")
     if not isinstance(meta, Mapping):
         raise RulesError(f"{source}: missing [pack] table")
-    _only_keys(meta, {"name", "description", "packages", "shims-env"}, f"{source}: [pack]")
+    _only_keys(
+        meta, {"name", "description", "packages", "shims-env", "shims-from"}, f"{source}: [pack]"
+    )
     name = _str(meta, "name", f"{source}: [pack]")
     steps_raw = raw.get("step")
     if not isinstance(steps_raw, list) or not steps_raw:
@@ -76,9 +78,17 @@ def parse(raw: Mapping[str, Any], source: str = "<table>") -> Pack:
         steps=steps,
         source=source,
         shims_env=str(meta.get("shims-env", "")),
+        shims_from=_shims_from(meta, source),
     )
     validate(pack)
     return pack
+
+
+def _shims_from(meta: Mapping[str, Any], source: str) -> str:
+    value = meta.get("shims-from", "")
+    if not isinstance(value, str) or (value and not VERSION_RE.match(value)):
+        raise RulesError(f"{source}: [pack] malformed shims-from version {value!r}")
+    return value
 
 
 def _parse_step(raw: Any, index: int, source: str) -> Step:

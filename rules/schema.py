@@ -123,6 +123,8 @@ class Pack:
     source: str = ""
     shims_env: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # `[pack] shims-from`: the runtime shims serve only the steps after this version.
+    shims_from: str = ""
 
     def step(self, version: str) -> Step:
         for step in self.steps:

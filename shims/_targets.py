@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rules import ModuleMove, Pack, Step, SymbolMove
+from rules import ModuleMove, Pack, Step, SymbolMove, version_key
 
 
 @dataclass(frozen=True)
@@ -33,13 +33,15 @@ class StepFit:
 
     `rows` counts the step's module and symbol rows; `missing` names the targets not found
     (one per row left out). `located` is False when the package could not be found on disk
-    (a zip import, say): every row is then kept, as before this probe existed.
+    (a zip import, say): every row is then kept, as before this probe existed. `floor` is
+    the pack's `shims-from` when the step is not after it: none of its rows is served.
     """
 
     version: str
     rows: int
     missing: tuple[str, ...]
     located: bool = True
+    floor: str = ""
 
     @property
     def applies(self) -> bool:
@@ -50,6 +52,8 @@ class StepFit:
         """`applies`, `applies in part` or `does not apply`, with the reason."""
         if not self.rows:
             return "nothing to forward (only removals: `vam check` reports them)"
+        if self.floor:
+            return f"not served: the shims start after {self.floor} ([pack] shims-from)"
         if not self.located:
             return "applies (the package is not on disk: targets not checked)"
         if not self.missing:
@@ -181,6 +185,9 @@ def served(pack: Pack, installed: Installed | None = None) -> tuple[Pack, tuple[
     found_fits: list[StepFit] = []
     for step in reversed(pack.steps):  # newest first: a chain ends in the newest layout
         found = fit(step, installed, later)
+        if pack.shims_from and version_key(step.version) <= version_key(pack.shims_from):
+            news = tuple(r.new for r in step.moves())
+            found = StepFit(step.version, len(news), news, floor=pack.shims_from)
         found_fits.insert(0, found)
         for move in step.modules:
             if move.new not in found.missing:
@@ -207,5 +214,6 @@ def served(pack: Pack, installed: Installed | None = None) -> tuple[Pack, tuple[
         steps=tuple(steps),
         source=pack.source,
         shims_env=pack.shims_env,
+        shims_from=pack.shims_from,
     )
     return kept, fits

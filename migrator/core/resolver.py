@@ -4,6 +4,12 @@ The resolver knows nothing of files or syntax. Given `vllm_ascend.distributed.kv
 it answers with the new name and the rules that fired, composing the active steps in order
 (from the user's `--from` version to `--to`). Within a step the name is settled (validation
 keeps that to one rule, except below a moved package); across steps nothing is closed.
+
+A name that some step up to `--to` wrote (it lies at or below a `new` of step S) was written
+for S or a later release, whatever `--from` says: the steps before S are not applied to it. Releases
+reuse names (0.27.1rc1 re-created `ascend_store.metadata`, a path 0.14.0 had moved away), so
+without this floor the code `vam migrate` writes would be rewritten or reported again by the
+next `vam check`.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from rules import ModuleMove, Pack, Removal, RulesError, Step, SymbolMove, version_key
 
@@ -66,6 +73,15 @@ class Resolver:
         self._modules = [{m.old: m for m in s.modules} for s in self.steps]
         self._symbols = [{m.old: m for m in s.symbols} for s in self.steps]
         self._removed = [{r.old: r for r in s.removed} for s in self.steps]
+        self._written: dict[str, tuple[Any, ...]] = {}
+        # Only the steps up to `--to`: code taken to 0.14.0 that spells a path 0.27.1rc1
+        # re-created is code of the 0.14 era (an intermediate path), not of 0.27.1rc1.
+        for step in pack.steps:
+            if high is not None and version_key(step.version) > high:
+                continue
+            for new in [m.new for m in step.modules] + [m.new for m in step.symbols]:
+                key = version_key(step.version)
+                self._written[new] = max(self._written.get(new, key), key)
         self.packages: tuple[str, ...] = pack.packages
         self.resolve = lru_cache(maxsize=65536)(self._resolve)
         self.resolve_module = lru_cache(maxsize=65536)(self._resolve_module)
@@ -127,10 +143,25 @@ class Resolver:
         """Resolve a name known to denote a module or package (imports, file paths)."""
         return self._walk(name, symbols=False)
 
+    def written_for(self, name: str) -> tuple[Any, ...] | None:
+        """The version key of the newest step whose `new` holds `name` (at or below it), or
+        None: the earliest release the name can have been written for."""
+        found: tuple[Any, ...] | None = None
+        probe = name
+        while probe:
+            key = self._written.get(probe)
+            if key is not None and (found is None or key > found):
+                found = key
+            probe = probe.rpartition(".")[0]
+        return found
+
     def _walk(self, name: str, symbols: bool) -> Resolution:
         current = name
         hits: list[Hit] = []
+        floor = self.written_for(name)
         for index, step in enumerate(self.steps):
+            if floor is not None and version_key(step.version) < floor:
+                continue  # the name was written by a later step: this one is behind it
             # Validation rules out cycles and targets that a rule would take again, so only a
             # name below a moved package can land on another old of the same step
             # (`kvpool.metadata` -> `ascend_store.metadata`, an intermediate old). Settling it

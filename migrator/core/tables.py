@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 from migrator.core.resolver import Resolver
-from rules import ModuleMove, Pack, Step, SymbolMove, is_under
+from rules import ModuleMove, Pack, Step, SymbolMove, is_under, version_key
 
 
 def explain_name(pack: Pack, dotted: str) -> list[str]:
@@ -198,12 +198,27 @@ def _bound_names(body: list[ast.stmt]) -> set[str]:
 
 
 def export_ruff(pack: Pack, standalone: bool) -> str:
-    """ruff configuration banning every old module and symbol (rule TID251)."""
+    """ruff configuration banning every old module and symbol (rule TID251).
+
+    One entry per name, from the first step that moved or removed it (TOML keys are unique;
+    side branches move some names twice). A name that a later step wrote (a path a later
+    release re-created) is not banned: code written for that release spells it.
+    """
     prefix = "lint." if standalone else "tool.ruff.lint."
     lines = []
     if standalone:
         lines += ["[lint]", 'select = ["TID251"]', ""]
     lines.append(f"[{prefix}flake8-tidy-imports.banned-api]")
+    resolver = Resolver(pack)
+    seen: set[str] = set()
+
+    def ban(name: str, step: Step, message: str) -> None:
+        written = resolver.written_for(name)
+        if name in seen or (written is not None and written > version_key(step.version)):
+            return
+        seen.add(name)
+        lines.append(f'"{name}".msg = "{message}"')
+
     for step in pack.steps:
         for move in step.moves():
             names = [move.old]
@@ -211,8 +226,7 @@ def export_ruff(pack: Pack, standalone: bool) -> str:
                 names += [f"{move.old}.{s}" for s in move.submodules]
             for name in names:
                 new = move.new + name[len(move.old) :]
-                message = f"moved to {new} in {step.version}; run `vam migrate`"
-                lines.append(f'"{name}".msg = "{message}"')
+                ban(name, step, f"moved to {new} in {step.version}; run `vam migrate`")
         for removed in step.removed:
-            lines.append(f'"{removed.old}".msg = "removed in {step.version}: {removed.hint}"')
+            ban(removed.old, step, f"removed in {step.version}: {removed.hint}")
     return "\n".join(lines) + "\n"

@@ -22,13 +22,14 @@ def atomic_write(path: Path, data: bytes) -> None:
 
     Raises:
         WriteRefused: this process may not write the file (`os.access`, so as for any other
-            write: a mode-0444 file is read-only to its owner, not to root). Checked first,
-            because a rename into a writable folder would replace it anyway.
+            write: a mode-0444 file is read-only to its owner, not to root; an immutable
+            file to everyone). Checked first, because a rename into a writable folder would
+            replace it anyway. The message gives the reason the kernel gives.
         OSError: the temporary file cannot be created or renamed.
     """
     info = path.stat()
     if not os.access(path, os.W_OK):
-        raise WriteRefused(f"read-only file (mode {stat.filemode(info.st_mode)})")
+        raise WriteRefused(_refusal(path, info))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".vam-tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -44,6 +45,20 @@ def atomic_write(path: Path, data: bytes) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _refusal(path: Path, info: os.stat_result) -> str:
+    """Why `path` may not be written, from the errno an open for writing gets (it changes
+    nothing): the mode is named only when the mode is the reason (EACCES), since an immutable
+    file (`chattr +i`, EPERM) or a read-only mount (EROFS) refuses whatever its mode says."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError as exc:
+        if exc.errno == errno.EPERM:
+            return "immutable or append-only file, operation not permitted (EPERM)"
+        if exc.errno not in (errno.EACCES, None):
+            return f"{exc.strerror} ({errno.errorcode.get(exc.errno, exc.errno)})"
+    return f"read-only file (mode {stat.filemode(info.st_mode)})"
 
 
 def _keep_owner(fd: int, info: os.stat_result) -> None:

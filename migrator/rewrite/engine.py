@@ -109,14 +109,17 @@ class Engine:
         of a moved name (see `Resolver.trigger_pattern`).
         """
         data = as_utf8(data)
-        if source.kind == "python" and any(g in data for g in self._guards):
-            return b"\x00" not in data
+        python = source.kind == "python"
+        if python and b"\x00" not in data and any(g in data for g in self._guards):
+            return True
         if not any(package in data for package in self._packages) and not any(
             part in self.resolver.packages for part in source.path.parts
         ):
             return False
-        if b"\x00" in data:
-            return False  # a binary file, whatever its name says
+        # A NUL byte marks other text as binary; a Python file that spells a moved name is
+        # parsed anyway, so the parser's refusal is reported (VAM901), never passed as clean.
+        if b"\x00" in data and not python:
+            return False
         return self._trigger.search(data) is not None
 
     # -- Python ----------------------------------------------------------------------------
@@ -135,7 +138,11 @@ class Engine:
         try:
             new_text, findings = self.transform_python(text, package)
         except (SyntaxError, RecursionError, MemoryError) as exc:
-            if isinstance(exc, SyntaxError):
+            if isinstance(exc, SyntaxError) and "\x00" in text:
+                # No Python accepts a NUL byte: say where it is, not "newer Python".
+                line, col = _nul_position(text)
+                reason = f"NUL byte at line {line}, column {col} (Python source cannot hold one)"
+            elif isinstance(exc, SyntaxError):
                 line, col = exc.lineno or 0, exc.offset or 0
                 reason = f"{exc.msg} (line {line}, column {col}){_NEWER_PYTHON}"
             else:  # CPython's parser gives up on very deep nesting
@@ -243,6 +250,12 @@ def decode_python(data: bytes) -> tuple[str, str]:
     """
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     return encoding, data.decode(encoding)
+
+
+def _nul_position(text: str) -> tuple[int, int]:
+    """(line, column), both 1-based, of the first NUL in `text`."""
+    offset = text.index("\x00")
+    return text.count("\n", 0, offset) + 1, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
 def _reason(exc: BaseException) -> str:

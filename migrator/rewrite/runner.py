@@ -91,7 +91,12 @@ def _work(item: tuple[SourceFile, Read], write: bool = True) -> FileResult:
         result.new = b""  # changed; the bytes themselves are not needed by the parent
     elif result.new is not None and isinstance(data, bytes):
         result.old = data  # for the diff, which then needs no second read
-    result.findings = [replace(f, path=result.path) for f in result.findings]
+    # The one place a file's findings are final: the rewriters, the parse failure and the
+    # write each add theirs, and they print in line order (stable: file-level ones, line 0,
+    # first; same-position ones as found).
+    result.findings = sorted(
+        (replace(f, path=result.path) for f in result.findings), key=lambda f: (f.line, f.col)
+    )
     return result
 
 

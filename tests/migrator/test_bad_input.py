@@ -8,6 +8,7 @@ the same run processed, exit 1.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -262,3 +263,60 @@ def test_check_reports_unreadable_files_and_exits_1(mixed: Path) -> None:
     # A check writes nothing, so a read-only file is just a stale reference.
     assert f"pkg/readonly.py:1:1: VAM001 '{OLD}' moved to '{NEW}' (0.14.0)" in out
     assert (mixed / "pkg" / "a_good.py").read_text() == STALE
+
+
+# -- issue 19, from a newcomer's run -------------------------------------------------------------
+
+
+def test_python_file_with_a_nul_byte_is_reported_not_passed(tmp_path: Path) -> None:
+    # CPython refuses a NUL in source whatever its version: VAM901 (does not parse), with
+    # where the NUL is. Walked or named, a `.py` that spells a moved name is reported; a
+    # non-Python file with a NUL is binary and skipped in a walk, as before.
+    (tmp_path / "pkg").mkdir()
+    nul_py = f"import {OLD}\nx = 1\x00\n".encode()
+    (tmp_path / "pkg" / "nul.py").write_bytes(nul_py)
+    (tmp_path / "pkg" / "blob.bin").write_bytes(f"{OLD}\x00\n".encode())
+    expected = [
+        f"pkg/nul.py:1:1: VAM001 '{OLD}' moved to '{NEW}' (0.14.0)",
+        "pkg/nul.py:2:6: VAM901 cannot parse: NUL byte at line 2, column 6"
+        " (Python source cannot hold one)",
+    ]
+    for target in ("pkg/nul.py", "."):
+        result = vam("check", target, cwd=tmp_path)
+        assert result.returncode == 1, result
+        assert result.stdout.splitlines() == expected, result.stdout
+    assert vam("migrate", ".", cwd=tmp_path).returncode == 1
+    assert (tmp_path / "pkg" / "nul.py").read_bytes() == nul_py
+
+
+def test_findings_of_a_file_print_in_line_order(tmp_path: Path) -> None:
+    # The parse failure (line 2) is found before the text-level reference (line 1).
+    (tmp_path / "mod.py").write_text(f"import {OLD}\nprint 'x'\n")
+    result = vam("check", "--format", "json", "mod.py", cwd=tmp_path)
+    assert result.returncode == 1, result
+    found = [(f["line"], f["column"], f["code"]) for f in json.loads(result.stdout)]
+    assert found == [(1, 1, "VAM001"), (2, 1, "VAM901")], found
+
+
+def test_an_immutable_file_is_not_called_read_only(tmp_path: Path) -> None:
+    if os.geteuid() != 0 or shutil.which("chattr") is None:
+        pytest.skip("needs root and chattr to make a file immutable")
+    base = Path(tempfile.mkdtemp(prefix="vam-immutable-", dir="/tmp"))
+    target = base / "plugin.py"
+    target.write_text(STALE)
+    target.chmod(0o644)
+    if subprocess.run(["chattr", "+i", str(target)], capture_output=True).returncode != 0:
+        shutil.rmtree(base)
+        pytest.skip("this filesystem refuses chattr +i")
+    try:
+        result = vam("migrate", "plugin.py", cwd=base)
+        assert result.returncode == 1, result
+        assert (
+            "plugin.py:1:1: VAM903 not written: immutable or append-only file, operation not"
+            " permitted (EPERM)"
+        ) in result.stderr, result.stderr
+        assert "mode -rw-r--r--" not in result.stderr
+        assert target.read_text() == STALE
+    finally:
+        subprocess.run(["chattr", "-i", str(target)], check=False)
+        shutil.rmtree(base, ignore_errors=True)

@@ -143,11 +143,14 @@ def test_explain() -> None:
         "old path kept by the shims until 0.29.0)",
         f"  now: {STORE}.backend.base   (rewrite references with `vam migrate`)",
     ]
-    # A module move, a symbol rename inside the moved module, then a move of that module.
+    # A module move, a symbol rename inside the moved module, then a move of that module;
+    # before them the 0.11 store module it came from.
     renamed = vam("explain", "vllm_ascend.distributed.kvpool.config_data.LasyerMultiBlockReqMeta")
     assert renamed.returncode == 0
     assert [line.split("  (")[0].rstrip() for line in renamed.stdout.splitlines()] == [
         "vllm_ascend.distributed.kvpool.config_data.LasyerMultiBlockReqMeta",
+        "  0.12.0rc1: new home of "
+        "vllm_ascend.distributed.mooncake.config_data.LasyerMultiBlockReqMeta",
         "  0.14.0: vllm_ascend.distributed.kvpool.config_data.LasyerMultiBlockReqMeta -> "
         f"{STORE}.config_data.LasyerMultiBlockReqMeta",
         f"  0.18.0rc1: {STORE}.config_data.LasyerMultiBlockReqMeta -> "
@@ -176,7 +179,8 @@ def test_rules_list_show_validate_export() -> None:
     listed = vam("rules", "list").stdout.splitlines()
     assert listed[0::2] == [  # each pack's line is followed by its description
         "vllm  steps: 0.11.1, 0.12.0, 0.13.0  (vllm.toml)",
-        "vllm_ascend  steps: 0.14.0, 0.18.0rc1, 0.24.0rc1, 0.25.1rc1, 0.27.1rc1, 0.28.0rc1, "
+        "vllm_ascend  steps: 0.7.3, 0.9.1rc2, 0.9.2rc1, 0.10.0rc1, 0.10.2rc1, 0.12.0rc1, "
+        "0.13.0rc2, 0.13.0, 0.14.0, 0.18.0rc1, 0.24.0rc1, 0.25.1rc1, 0.27.1rc1, 0.28.0rc1, "
         "0.29.0rc1, 0.30.0rc1  (vllm_ascend.toml)",
     ]
     shown = vam("rules", "show", "vllm_ascend").stdout
@@ -184,9 +188,9 @@ def test_rules_list_show_validate_export() -> None:
     assert "[intermediate]" in shown
     assert "step 0.30.0rc1 (old paths removed in 0.32.0): distributed.eplb modules renamed" in shown
     # Rules are module, symbol and removed rows (stay-put names are not rules): per step
-    # 16 + 1 + 7 + 3 + 15 + 9 + 4 + 2.
+    # 1 + 3 + 3 + 10 + 4 + 26 + 1 + 2 (0.7.3 to 0.13.0), then 16 + 1 + 7 + 3 + 15 + 9 + 5 + 2.
     ok = vam("rules", "validate", str(REPO / "rules" / "vllm_ascend.toml"))
-    assert ok.returncode == 0 and "ok (8 step(s), 57 rules)" in ok.stdout
+    assert ok.returncode == 0 and "ok (16 step(s), 108 rules)" in ok.stdout
     vllm = vam("rules", "validate", str(REPO / "rules" / "vllm.toml"))
     assert vllm.returncode == 0 and "ok (3 step(s), 40 rules)" in vllm.stdout
     exported = vam("rules", "export", "ruff").stdout
@@ -210,7 +214,8 @@ def test_versions_from_pyproject_apply_unless_flags_override(tmp_path: Path) -> 
     assert skipped.returncode == 0 and skipped.stdout == ""
     assert skipped.stderr.startswith(
         "vam: warning: no step of the vllm_ascend table lies after 0.30.0rc1 and up to the end "
-        "(steps: 0.14.0, 0.18.0rc1, 0.24.0rc1, 0.25.1rc1, 0.27.1rc1, 0.28.0rc1, 0.29.0rc1, "
+        "(steps: 0.7.3, 0.9.1rc2, 0.9.2rc1, 0.10.0rc1, 0.10.2rc1, 0.12.0rc1, 0.13.0rc2, 0.13.0, "
+        "0.14.0, 0.18.0rc1, 0.24.0rc1, 0.25.1rc1, 0.27.1rc1, 0.28.0rc1, 0.29.0rc1, "
         "0.30.0rc1); nothing to migrate\n")
     assert "files scanned, 0 stale references (" in skipped.stderr.splitlines()[-1]
     overridden = vam("migrate", "--from", "0.13.0", str(tmp_path))

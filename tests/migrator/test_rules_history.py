@@ -71,8 +71,10 @@ def test_a_malformed_version_is_rejected(bad: str) -> None:
 
 
 def test_from_before_the_first_step_and_post_releases(pack: rules.Pack, tmp_path: Path) -> None:
-    # `--from` is the version the code was written for: 0.13.0 precedes every step.
-    assert Resolver(pack, "0.13.0").steps == pack.steps
+    # `--from` is the version the code was written for: 0.7.1rc1 precedes every step, and
+    # from 0.13.0 every step from 0.14.0 on applies.
+    assert Resolver(pack, "0.7.1rc1").steps == pack.steps
+    assert Resolver(pack, "0.13.0").steps == pack.steps[pack.steps.index(pack.step("0.14.0")):]
     assert [s.version for s in Resolver(pack, "0.23.0.post1", "0.27.1rc1").steps] == [
         "0.24.0rc1", "0.25.1rc1", "0.27.1rc1"]
     # A post release orders after its release and before the next pre-release.

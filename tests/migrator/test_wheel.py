@@ -145,7 +145,8 @@ def test_installed_vam_lists_the_bundled_rule_pack(
     listing = _run([bin_dir / "vam", "rules", "list"], cwd=tmp_path).stdout
     assert listing.splitlines()[0::2] == [
         "vllm  steps: 0.11.1, 0.12.0, 0.13.0  (vllm.toml)",
-        "vllm_ascend  steps: 0.14.0, 0.18.0rc1, 0.24.0rc1, 0.25.1rc1, 0.27.1rc1, 0.28.0rc1, "
+        "vllm_ascend  steps: 0.7.3, 0.9.1rc2, 0.9.2rc1, 0.10.0rc1, 0.10.2rc1, 0.12.0rc1, "
+        "0.13.0rc2, 0.13.0, 0.14.0, 0.18.0rc1, 0.24.0rc1, 0.25.1rc1, 0.27.1rc1, 0.28.0rc1, "
         "0.29.0rc1, 0.30.0rc1  (vllm_ascend.toml)",
     ], listing
     validate = _run([bin_dir / "vam", "rules", "validate", "vllm_ascend"], cwd=tmp_path).stdout
