@@ -15,6 +15,7 @@ from typing import Any
 from migrator.core.discover import DEFAULT_TEXT_GLOBS
 from migrator.core.settings import COMPARISONS, DEFAULT_VERSION_GUARDS
 from migrator.core.walk import glob_problem
+from rules import bundled
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -88,7 +89,7 @@ def load_config(start: Path) -> Config:
     else:
         line_length, where = _ruff_line_length(path, tool)
     return Config(
-        rules=_typed(section, "rules", str, path, "vllm_ascend"),
+        rules=_rules(section, path),
         from_version=_typed(section, "from", str, path, None),
         to_version=_typed(section, "to", str, path, None),
         exclude=tuple(_globs(section, "exclude", path)),
@@ -137,6 +138,19 @@ def _typed(section: dict[str, Any], key: str, kind: type, path: Path, default: A
     value = section.get(key, default)
     if value is not None and not isinstance(value, kind):
         raise ConfigError(f"{path}: [tool.vam] {key} must be a {kind.__name__}, got {value!r}")
+    return value
+
+
+def _rules(section: dict[str, Any], path: Path) -> str:
+    """A bundled pack's name as written; a table's path relative to the pyproject's folder,
+    as `exclude` is, so a run from another folder reads the same table."""
+    value: str = _typed(section, "rules", str, path, "vllm_ascend")
+    if value in bundled():
+        return value
+    near = path.parent / value
+    # The tests `load_pack` uses to tell a path from a name; an unknown name stays a name.
+    if value.endswith(".toml") or "/" in value or near.exists():
+        return str(near)
     return value
 
 
