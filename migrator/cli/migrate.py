@@ -97,7 +97,8 @@ def migrate(
     dry_run = diff or check
     options = _options(run, no_comments, drop_compat, version_guard)
     if from_stdin:
-        _migrate_stdin(stdin_filename, run.job(options, write=False, keep_new=True), diff, check)
+        _migrate_stdin(stdin_filename, run.job(options, write=False, keep_new=True), diff, check,
+                       quiet)
         return
     sources = run.sources(exclude, verbose)
     results = execute(sources, run.job(options, write=not dry_run, keep_new=diff), jobs)
@@ -149,10 +150,16 @@ def _report(
     return bool(problems), changed
 
 
-def _migrate_stdin(filename: str | None, job: Job, diff: bool, check: bool) -> None:
+def _migrate_stdin(filename: str | None, job: Job, diff: bool, check: bool, quiet: bool) -> None:
     """`vam migrate -`: the migrated text (or the diff; nothing with --check) on stdout,
     problems on stderr, exit as for a file."""
     data, result = process_stdin(filename, job)
+    if check and not diff:
+        # Nothing goes to stdout, so the summary is all a --check run has to say: as for files.
+        failing, changed = _report([result], False, quiet, True)
+        if failing or changed:
+            sys.exit(1)
+        return
     new = data if result.new is None else result.new
     if diff:
         if result.new is not None:
