@@ -37,13 +37,16 @@ def render(found: Sequence[ImportFinding], fmt: str) -> str:
 
 
 def summary(found: Sequence[ImportFinding], files: int, seconds: float, mode: str) -> str:
-    """One line: counts by severity, files checked, wall time in seconds."""
+    """One line: counts by severity, the files (modules when dynamic) with an error, the
+    files checked, wall time in seconds."""
     errors = sum(f.severity == ERROR for f in found)
+    failing = len({f.path for f in found if f.severity == ERROR})
     warnings = sum(f.severity == WARNING for f in found)
     skipped = sum(f.severity == INFO for f in found)
     parts = [f"{errors} error{'s' * (errors != 1)}", f"{warnings} warning{'s' * (warnings != 1)}"]
     if mode == "dynamic":
         parts.append(f"{skipped} skipped")
     noun = "module" if mode == "dynamic" else "file"
-    return (f"vam verify-imports ({mode}): {', '.join(parts)} in {files} {noun}"
-            f"{'s' * (files != 1)} ({seconds:.2f} s)")
+    return (f"vam verify-imports ({mode}): {', '.join(parts)} in {failing} {noun}"
+            f"{'s' * (failing != 1)}; {files} {noun}{'s' * (files != 1)} scanned "
+            f"({seconds:.2f} s)")

@@ -31,7 +31,9 @@ def test_text_format_and_exit_1(tree) -> None:
         "pkg/user.py:1:20: VAI001 cannot import name 'Connector' from 'pkg.kv' "
         "(pkg/kv/__init__.py defines no 'Connector'); did you mean pkg.kv.impl.Connector?\n"
     )
-    assert result.stderr.startswith("vam verify-imports (static): 1 error, 0 warnings in 4 files")
+    # Issue 19: the count after "in" is of files with an error; the scanned ones are labelled.
+    assert result.stderr.startswith(
+        "vam verify-imports (static): 1 error, 0 warnings in 1 file; 4 files scanned (")
 
 
 def test_json_format(tree) -> None:
@@ -127,3 +129,13 @@ def test_python_m_migrator_entry_point(tree) -> None:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert done.stdout.startswith("pkg/user.py:1:20: VAI001 ")
+
+
+def test_summary_counts_files_with_errors_apart_from_files_scanned(tree) -> None:
+    tree({**BROKEN, "pkg/user2.py": "from pkg.kv import Connector\nfrom pkg.kv import Other\n",
+          "pkg/fine.py": "from pkg.kv.impl import Connector\n"})
+    result = vam("pkg")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "vam verify-imports (static): 3 errors, 0 warnings in 2 files; 6 files scanned ("), \
+        result.stderr
