@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -265,3 +267,58 @@ def test_empty_rules_is_a_usage_error(tree: Path) -> None:
     result = vam("check", "--rules", "", str(tree))
     assert result.returncode == 2
     assert "Invalid value for '--rules': empty" in result.stderr
+
+
+# -- issue 19, "Messages" --------------------------------------------------------------------
+
+
+def test_relative_rules_path_in_pyproject_is_read_from_the_pyprojects_folder(
+    tmp_path: Path,
+) -> None:
+    # As `exclude` is: a run from another folder must find the same table.
+    cfg = tmp_path / "cfg"
+    cfg.mkdir()
+    (cfg / "t.toml").write_text((REPO / "rules" / "vllm_ascend.toml").read_text())
+    (cfg / "pyproject.toml").write_text('[tool.vam]\nrules = "t.toml"\n')
+    (cfg / "a.py").write_text(f"import {OLD}\n")
+    result = vam("check", "cfg/a.py", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.startswith("cfg/a.py:1:1: VAM001"), result.stdout
+    # A bundled pack's name is a name, not a path below the pyproject's folder.
+    (cfg / "pyproject.toml").write_text('[tool.vam]\nrules = "vllm_ascend"\n')
+    assert vam("check", "cfg/a.py", cwd=tmp_path).returncode == 1
+    (cfg / "pyproject.toml").write_text('[tool.vam]\nrules = "missing.toml"\n')
+    missing = vam("check", "cfg/a.py", cwd=tmp_path)
+    assert missing.returncode == 2
+    assert f"{cfg / 'missing.toml'}: no such rules file" in missing.stderr, missing.stderr
+
+
+def test_migrate_check_from_stdin_reports_as_for_a_file(tmp_path: Path) -> None:
+    source = f"import {OLD}\n"
+    (tmp_path / "a.py").write_text(source)
+    on_file = vam("migrate", "--check", "a.py", cwd=tmp_path)
+    on_stdin = subprocess.run([sys.executable, "-m", "migrator", "migrate", "--check", "-"],
+                              cwd=tmp_path, input=source, capture_output=True, text=True,
+                              check=False)
+    assert on_file.stderr.startswith("vam: 1 files scanned"), on_file.stderr
+    assert (on_stdin.returncode, on_stdin.stdout, on_stdin.stderr) == \
+        (on_file.returncode, on_file.stdout, on_file.stderr) == (1, "", on_file.stderr)
+    clean = subprocess.run([sys.executable, "-m", "migrator", "migrate", "--check", "-q", "-"],
+                           cwd=tmp_path, input="import os\n", capture_output=True, text=True,
+                           check=False)
+    assert (clean.returncode, clean.stdout, clean.stderr) == (0, "", "")
+
+
+@pytest.mark.parametrize("name,version", [
+    ("vllm_ascend.distributed.llmdatadist_connector", "0.10.0rc1"),
+    ("vllm_ascend.distributed.kv_transfer.simple_pipe", "0.10.0rc1"),
+    ("vllm_ascend.distributed.mooncake", "0.12.0rc1"),
+])
+def test_explain_a_name_removed_before_0_13_0(name: str, version: str) -> None:
+    result = vam("explain", name)
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert lines[0] == name and len(lines) == 2, result.stdout
+    # The release, the word and the hint (what replaced it), with no `now:` line after.
+    assert lines[1].startswith(f"  {version}: removed ({name}), no replacement: ")
+    assert "LLMDataDistCMgrConnector" in lines[1] or "kvpool" in lines[1]
