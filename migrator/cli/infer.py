@@ -38,7 +38,8 @@ if TYPE_CHECKING:  # the inference machinery is imported when the command runs, 
     "packages",
     multiple=True,
     metavar="NAME",
-    help="Top-level package to compare (repeatable). [default: every package in both]",
+    help="Top-level package to compare (repeatable). [default: every package in both, "
+    "except tests, test, benchmarks, examples, docs]",
 )
 @click.option(
     "--under", metavar="DOTTED", help="Keep only moves out of, into or inside this package."
