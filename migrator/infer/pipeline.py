@@ -8,13 +8,11 @@ loader and check every name against both trees (`check_against`).
 from __future__ import annotations
 
 import sys
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migrator.core.sources import InputError, Source
+from migrator.core.sources import InputError, Source, on_disk
 from migrator.core.tables import check_against
 from migrator.infer.candidate import Candidate
 from migrator.infer.emit import Header, render
@@ -148,20 +146,5 @@ def check(text: str, old: Source, new: Source) -> list[str]:
         pack = parse(tomllib.loads(text), source="<inferred>")
     except (RulesError, tomllib.TOMLDecodeError) as exc:
         return [str(exc)]
-    with _on_disk(old) as old_root, _on_disk(new) as new_root:
+    with on_disk(old) as old_root, on_disk(new) as new_root:
         return check_against(pack.steps[0], old_root, new_root)
-
-
-@contextmanager
-def _on_disk(source: Source) -> Iterator[Path]:
-    """A directory holding `source`'s packages: its own, or a temporary copy."""
-    if source.root is not None:
-        yield source.root
-        return
-    with tempfile.TemporaryDirectory(prefix="vam-infer-") as tmp:
-        root = Path(tmp)
-        for rel, data in source.files.items():
-            path = root / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
-        yield root

@@ -151,3 +151,21 @@ def test_default_packages_leave_out_tests_docs_and_examples(tmp_path: Path) -> N
     asked = table(infer(old, new, "--package", "pkg", "--package", "tests"))
     assert asked["pack"]["packages"] == ["pkg", "tests"]
     assert ("tests.test_x", "tests.test_y") in pairs(asked, "module")
+
+
+def test_requirements_read_from_the_sdist_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                ) -> None:
+    """issue 19: `rules infer` takes NAME==VERSION as `verify-imports --against` does (here
+    from a pre-filled cache; the index is unreachable, so nothing is fetched)."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    _sdist(cache / "pkg-1.0.tar.gz", "pkg-1.0", {"PKG-INFO": PKG_INFO.format(version="1.0"), **OLD})
+    _sdist(cache / "pkg-2.0.tar.gz", "pkg-2.0", {"PKG-INFO": PKG_INFO.format(version="2.0"), **NEW})
+    monkeypatch.setenv("VAM_SDIST_CACHE", str(cache))
+    monkeypatch.setenv("PIP_INDEX_URL", "file:///nonexistent")
+    data = table(infer("pkg==1.0", "pkg==2.0"))
+    assert data["step"][0]["version"] == "2.0"
+    assert pairs(data, "module") == {("pkg.old", "pkg.io.new")}
+    missing = infer("pkg==1.0", "pkg==3.0")
+    assert missing.exit_code == 2
+    assert "nonexistent" in missing.stderr
