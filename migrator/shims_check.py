@@ -74,6 +74,19 @@ def finder_for(pack: Pack, package_paths: Sequence[str] = ()) -> ShimFinder:
     return ShimFinder(pack, default_env_var(pack), Installed(search))
 
 
+def not_importable(pack: Pack, package_paths: Sequence[str] = ()) -> list[str]:
+    """`pack.packages` that a probe could not import (looked up as `finder_for` does); when
+    it is all of them there is nothing to check against."""
+    installed = Installed([*package_paths, os.getcwd(), *sys.path])
+    missing = []
+    for package in pack.packages:
+        try:
+            installed.module_file(package)
+        except LookupError:
+            missing.append(package)
+    return missing
+
+
 def probes(pack: Pack, finder: ShimFinder | None = None) -> list[Probe]:
     """The old names `pack`'s shims serve at run time, in table order: module rows, each
     followed by its listed submodules, then symbol rows."""

@@ -38,7 +38,8 @@ if TYPE_CHECKING:  # the inference machinery is imported when the command runs, 
     "packages",
     multiple=True,
     metavar="NAME",
-    help="Top-level package to compare (repeatable). [default: every package in both]",
+    help="Top-level package to compare (repeatable). [default: every package in both, "
+    "except tests, test, benchmarks, examples, docs]",
 )
 @click.option(
     "--under", metavar="DOTTED", help="Keep only moves out of, into or inside this package."
@@ -59,7 +60,8 @@ def infer_command(
     version: str | None,
     output: Path | None,
 ) -> None:
-    """Infer the step from OLD to NEW statically: source trees, sdists, wheels or revisions.
+    """Infer the step from OLD to NEW statically: source trees, sdists, wheels, NAME==VERSION
+    (fetched into the sdist cache, as `verify-imports --against` does) or revisions.
 
     \b
     vam rules infer vllm_ascend-0.13.0.tar.gz vllm_ascend-0.14.0rc1.tar.gz \\
@@ -93,11 +95,12 @@ def infer_command(
 
 
 def _open(old: str, new: str, git_repo: Path | None) -> tuple[Source, Source, list[Interim]]:
-    from migrator.infer import open_git, open_release
+    from migrator.core.dists import open_dist
+    from migrator.infer import open_git
 
     if git_repo is not None:
         return open_git(git_repo, old, new)
-    return open_release(Path(old)), open_release(Path(new)), []
+    return open_dist(old), open_dist(new), []
 
 
 @contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 
 import click
@@ -10,7 +11,7 @@ from migrator.cli import options as opt
 from migrator.cli.infer import infer_command
 from migrator.cli.options import UsageFailure
 from migrator.core.tables import check_against, export_ruff, show_pack, tree_root
-from rules import RulesError, bundled, load_pack
+from rules import RulesError, Step, bundled, load_pack
 
 
 @click.group()
@@ -44,10 +45,9 @@ def rules_show(pack_name: str | None) -> None:
 @click.option(
     "--against",
     nargs=2,
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    metavar="OLD_TREE NEW_TREE",
-    help="Also check that every old name exists in OLD_TREE and every new name in "
-    "NEW_TREE (source trees holding the packages).",
+    metavar="OLD NEW",
+    help="Also check that every old name exists in OLD and every new name in NEW: source "
+    "trees holding the packages, sdists, wheels or NAME==VERSION (as `rules infer` reads them).",
 )
 @click.option(
     "--step",
@@ -56,7 +56,7 @@ def rules_show(pack_name: str | None) -> None:
     help="The step --against checks. [default: the latest]",
 )
 def rules_validate(
-    pack_name: str, against: tuple[Path, Path] | None, step_version: str | None
+    pack_name: str, against: tuple[str, str] | None, step_version: str | None
 ) -> None:
     """Check a table: syntax, duplicate or conflicting olds, cycles, malformed names.
 
@@ -68,15 +68,41 @@ def rules_validate(
             step = pack.step(step_version) if step_version else pack.steps[-1]
         except RulesError as exc:
             raise UsageFailure(str(exc)) from None
-        old_tree, new_tree = (tree_root(tree, pack.packages) for tree in against)
-        errors = check_against(step, old_tree, new_tree)
+        errors = _check_against(step, pack.packages, against)
         if errors:
             raise UsageFailure(
                 errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
             )
     rule_count = sum(len(s.modules) + len(s.symbols) + len(s.removed) for s in pack.steps)
-    where = f"; every name found in {against[0]} / {against[1]}" if against else ""
+    where = f"; every name found in {Path(against[0])} / {Path(against[1])}" if against else ""
     click.echo(f"{pack.source}: ok ({len(pack.steps)} step(s), {rule_count} rules{where})")
+
+
+def _check_against(step: Step, packages: tuple[str, ...], against: tuple[str, str]) -> list[str]:
+    """`check_against` on two DISTs: a directory is read in place (it may be the package
+    folder itself); anything else through `open_dist`, naming the input, not a temp copy."""
+    from migrator.core.dists import open_dist
+    from migrator.core.sources import InputError, on_disk
+
+    with ExitStack() as stack:
+        roots: list[Path] = []
+        labels: list[str | None] = []
+        for spec in against:
+            if Path(spec).is_dir():
+                roots.append(tree_root(Path(spec), packages))
+                labels.append(None)
+                continue
+            try:
+                source = open_dist(spec)
+            except InputError as exc:
+                raise UsageFailure(str(exc)) from None
+            roots.append(stack.enter_context(on_disk(source)))
+            labels.append(source.label)
+        errors = check_against(step, roots[0], roots[1])
+    for root, label in zip(roots, labels, strict=True):
+        if label is not None:
+            errors = [e.replace(f"not found in {root}", f"not found in {label}") for e in errors]
+    return errors
 
 
 @rules.command("export")

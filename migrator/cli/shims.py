@@ -43,7 +43,8 @@ def shims_check(
     imports, it warns exactly once at the importing line, and it is the same object as the
     new name. A probe that needs a missing optional third-party module is skipped.
 
-    Exit status: 0 every probe passed or was skipped, 1 a probe failed, 2 usage error.
+    Exit status: 0 every probe passed or was skipped, 1 a probe failed, 2 usage error
+    (including: the table's package is not importable here, so nothing can be checked).
     """
     from migrator import shims_check as sc
 
@@ -53,6 +54,15 @@ def shims_check(
             raise UsageFailure(f"--package-path: no such directory: {path}")
     if not timeout_s > 0:
         raise UsageFailure(f"--timeout must be a positive number of seconds, got {timeout_s:g}")
+    missing = sc.not_importable(pack, package_paths)
+    if pack.packages and len(missing) == len(pack.packages):
+        # Every probe would fail the same way (one FAIL per module): say it once. Exit 2, as
+        # ruff and pre-commit use it: the check could not run here, which is not a finding.
+        raise UsageFailure(
+            f"{', '.join(missing)}, the package{'s' if len(missing) > 1 else ''} the table "
+            f"moves, {'are' if len(missing) > 1 else 'is'} not importable in this environment: "
+            "nothing to check (install it, or pass --package-path DIR)"
+        )
     results = sc.check(pack, package_paths, timeout=timeout_s, jobs=jobs)
     click.echo(sc.render(results))
     sys.exit(1 if any(r.failed for r in results) else 0)

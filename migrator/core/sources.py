@@ -13,8 +13,10 @@ import email.parser
 import re
 import sys
 import tarfile
+import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -168,3 +170,19 @@ def _metadata_version(raw: bytes) -> str | None:
     message = email.parser.BytesHeaderParser().parsebytes(raw)
     version = message.get("Version")
     return str(version).strip() if version else None
+
+
+@contextmanager
+def on_disk(source: Source) -> Iterator[Path]:
+    """A directory holding `source`'s packages: its own, or a temporary copy (an sdist or
+    wheel is read in memory; `check_against` looks at files)."""
+    if source.root is not None:
+        yield source.root
+        return
+    with tempfile.TemporaryDirectory(prefix="vam-release-") as tmp:
+        root = Path(tmp)
+        for rel, data in source.files.items():
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        yield root

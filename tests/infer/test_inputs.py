@@ -134,3 +134,38 @@ def test_git_revision_that_does_not_exist_exits_2(repo: Path) -> None:
     result = infer("--git", repo, "v1.0", "v9.9")
     assert result.exit_code == 2
     assert result.stderr == f"vam: error: {repo}: no commit 'v9.9'\n"
+
+
+def test_default_packages_leave_out_tests_docs_and_examples(tmp_path: Path) -> None:
+    """issue 19: an sdist ships `tests` (and such) beside its own package; by default only the
+    distribution's own packages are compared, and `--package tests` still asks for them."""
+    helper = "def helper(xs):\n    total = 0\n    for x in xs:\n        total += x * 3\n"
+    helper += "    return total\n"
+    extra = {"tests/__init__.py": "", "docs/__init__.py": "", "examples/__init__.py": "",
+             "benchmarks/__init__.py": ""}
+    old = release(tmp_path / "old", {**OLD, **extra, "tests/test_x.py": helper})
+    new = release(tmp_path / "new", {**NEW, **extra, "tests/test_y.py": helper}, version="2.0")
+    data = table(infer(old, new))
+    assert data["pack"]["packages"] == ["pkg"]
+    assert pairs(data, "module") == {("pkg.old", "pkg.io.new")}
+    asked = table(infer(old, new, "--package", "pkg", "--package", "tests"))
+    assert asked["pack"]["packages"] == ["pkg", "tests"]
+    assert ("tests.test_x", "tests.test_y") in pairs(asked, "module")
+
+
+def test_requirements_read_from_the_sdist_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                ) -> None:
+    """issue 19: `rules infer` takes NAME==VERSION as `verify-imports --against` does (here
+    from a pre-filled cache; the index is unreachable, so nothing is fetched)."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    _sdist(cache / "pkg-1.0.tar.gz", "pkg-1.0", {"PKG-INFO": PKG_INFO.format(version="1.0"), **OLD})
+    _sdist(cache / "pkg-2.0.tar.gz", "pkg-2.0", {"PKG-INFO": PKG_INFO.format(version="2.0"), **NEW})
+    monkeypatch.setenv("VAM_SDIST_CACHE", str(cache))
+    monkeypatch.setenv("PIP_INDEX_URL", "file:///nonexistent")
+    data = table(infer("pkg==1.0", "pkg==2.0"))
+    assert data["step"][0]["version"] == "2.0"
+    assert pairs(data, "module") == {("pkg.old", "pkg.io.new")}
+    missing = infer("pkg==1.0", "pkg==3.0")
+    assert missing.exit_code == 2
+    assert "nonexistent" in missing.stderr

@@ -269,6 +269,51 @@ def test_s2_validate_against_trees_names_the_row(tmp_path: Path) -> None:
     assert "module[0] (pkg.mod.X): old module 'pkg.mod.X' not found in" in result.stderr
 
 
+def _sdist(path: Path, files: dict[str, str], version: str) -> Path:
+    import io
+    import tarfile
+    top = path.name[: -len(".tar.gz")]
+    files = {"PKG-INFO": f"Metadata-Version: 2.1\nName: pkg\nVersion: {version}\n", **files}
+    with tarfile.open(path, "w:gz") as tar:
+        for rel, text in files.items():
+            info = tarfile.TarInfo(f"{top}/{rel}")
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    return path
+
+
+def test_validate_against_takes_sdists_wheels_and_requirements(tmp_path: Path) -> None:
+    """issue 19: `validate --against` reads the DIST forms `rules infer` and `verify-imports
+    --against` read: an sdist, a wheel, `NAME==VERSION` (here from a pre-filled cache)."""
+    import os
+    import zipfile
+    old_files = {"pkg/__init__.py": "", "pkg/mod.py": "X = 1\n"}
+    new_files = {"pkg/__init__.py": "", "pkg/new/__init__.py": "", "pkg/new/mod.py": "X = 1\n"}
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    old = _sdist(cache / "pkg-1.0.tar.gz", old_files, "1.0")
+    wheel = tmp_path / "pkg-2.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("pkg-2.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: pkg\nVersion: 2.0\n")
+        for rel, text in new_files.items():
+            zf.writestr(rel, text)
+    good = tmp_path / "good.toml"
+    good.write_text(table('[[step.module]]\nold = "pkg.mod"\nnew = "pkg.new.mod"\n'))
+    bad = tmp_path / "bad.toml"
+    bad.write_text(table('[[step.module]]\nold = "pkg.mod"\nnew = "pkg.gone.mod"\n'))
+    env = {**os.environ, "VAM_SDIST_CACHE": str(cache), "PIP_INDEX_URL": "file:///nonexistent"}
+    for olds in (str(old), "pkg==1.0"):
+        result = vam("rules", "validate", str(good), "--against", olds, str(wheel), env=env)
+        assert result.returncode == 0, result.stderr
+        assert "every name found" in result.stdout
+        result = vam("rules", "validate", str(bad), "--against", olds, str(wheel), env=env)
+        assert result.returncode == 2
+        assert "new module 'pkg.gone.mod' not found in" in result.stderr
+    missing = vam("rules", "validate", str(good), "--against", str(tmp_path / "nope"), str(wheel))
+    assert missing.returncode == 2
+    assert "nope: no such file or directory" in missing.stderr
+
+
 def test_s2_bundled_table_matches_the_real_sdists() -> None:
     import sys
     sys.path.insert(0, str(REPO / "benchmarks"))

@@ -177,3 +177,26 @@ def test_bundled_table_passes_on_the_real_subsystem(tmp_path: Path) -> None:
         pytest.skip(f"the real subsystem lacks {len(missing)} new modules, e.g. {missing[0]}")
     result = vam("shims", "check", "--timeout", "300", cwd=tmp_path)
     assert result.exit_code == 0, result.output
+
+
+def test_package_not_importable_is_one_line_exit_2(tmp_path: Path) -> None:
+    """issue 19: with the table's package not importable there is nothing to probe: one line
+    naming it, exit 2 (a setup problem, as ruff/pre-commit use 2), not a FAIL per module.
+
+    The interpreter runs isolated (-I) and without `site` (-S, so no editable-install finder
+    supplies `vllm_ascend`); the tool and its dependencies come from plain sys.path entries."""
+    import site
+    import subprocess
+    import sys
+
+    site_dirs = [p for p in site.getsitepackages() if p.endswith("site-packages")]
+    boot = (f"import sys; sys.path[:0] = [{str(REPO)!r}]; sys.path += {site_dirs!r}; "
+            "from migrator.cli import main; main()")
+    result = subprocess.run([sys.executable, "-I", "-S", "-c", boot, "shims", "check"],
+                            cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        "vam: error: vllm_ascend, the package the table moves, is not importable in this "
+        "environment: nothing to check (install it, or pass --package-path DIR)"
+    ]
