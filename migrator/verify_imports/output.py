@@ -37,8 +37,8 @@ def render(found: Sequence[ImportFinding], fmt: str) -> str:
 
 
 def summary(found: Sequence[ImportFinding], files: int, seconds: float, mode: str) -> str:
-    """One line: counts by severity, the files (modules when dynamic) with an error, the
-    files checked, wall time in seconds."""
+    """One line: counts by severity, the files (modules when dynamic) with an error (left
+    out when none has one), the files checked, wall time in seconds."""
     errors = sum(f.severity == ERROR for f in found)
     failing = len({f.path for f in found if f.severity == ERROR})
     warnings = sum(f.severity == WARNING for f in found)
@@ -47,6 +47,6 @@ def summary(found: Sequence[ImportFinding], files: int, seconds: float, mode: st
     if mode == "dynamic":
         parts.append(f"{skipped} skipped")
     noun = "module" if mode == "dynamic" else "file"
-    return (f"vam verify-imports ({mode}): {', '.join(parts)} in {failing} {noun}"
-            f"{'s' * (failing != 1)}; {files} {noun}{'s' * (files != 1)} scanned "
-            f"({seconds:.2f} s)")
+    where = f" in {failing} {noun}{'s' * (failing != 1)}" if failing else ""
+    return (f"vam verify-imports ({mode}): {', '.join(parts)}{where}; "
+            f"{files} {noun}{'s' * (files != 1)} scanned ({seconds:.2f} s)")

@@ -105,7 +105,7 @@ def test_cli_dynamic_exit_codes_and_optional_flag(tree) -> None:
                                    "vam_fake_optional_dep", "pkg"])
     assert skipped.exit_code == 0
     assert "VAI203 skipped 'pkg.opt'" in skipped.stdout
-    assert "0 errors, 0 warnings, 1 skipped in 3 modules" in skipped.stderr
+    assert "0 errors, 0 warnings, 1 skipped; 3 modules scanned" in skipped.stderr
 
 
 def test_dynamic_and_static_agree_on_a_broken_cycle(tree) -> None:
