@@ -73,6 +73,7 @@ class Resolver:
         self._modules = [{m.old: m for m in s.modules} for s in self.steps]
         self._symbols = [{m.old: m for m in s.symbols} for s in self.steps]
         self._removed = [{r.old: r for r in s.removed} for s in self.steps]
+        self._keys = [version_key(s.version) for s in self.steps]  # parsed once, not per name
         self._written: dict[str, tuple[Any, ...]] = {}
         # Only the steps up to `--to`: code taken to 0.14.0 that spells a path 0.27.1rc1
         # re-created is code of the 0.14 era (an intermediate path), not of 0.27.1rc1.
@@ -160,7 +161,7 @@ class Resolver:
         hits: list[Hit] = []
         floor = self.written_for(name)
         for index, step in enumerate(self.steps):
-            if floor is not None and version_key(step.version) < floor:
+            if floor is not None and self._keys[index] < floor:
                 continue  # the name was written by a later step: this one is behind it
             # Validation rules out cycles and targets that a rule would take again, so only a
             # name below a moved package can land on another old of the same step
