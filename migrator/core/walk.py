@@ -16,6 +16,7 @@ import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import pathspec
 
@@ -81,12 +82,27 @@ def read_regular(path: Path) -> bytes:
         NotRegularFile: `path` is not a regular file (the message says what it is).
         OSError: it cannot be opened or read.
     """
-    with open(path, "rb", opener=_nonblocking) as handle:
+    with open_regular(path) as handle:
+        return handle.read()
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """The regular file at `path`, open for reading (blocking), as `read_regular` opens it.
+
+    Raises:
+        NotRegularFile: `path` is not a regular file.
+        OSError: it cannot be opened.
+    """
+    handle = open(path, "rb", opener=_nonblocking)  # noqa: SIM115 - the caller closes it
+    try:
         mode = os.fstat(handle.fileno()).st_mode
         if not stat.S_ISREG(mode):
             raise NotRegularFile(f"not a regular file ({file_type(mode)})")
         os.set_blocking(handle.fileno(), True)
-        return handle.read()
+    except BaseException:
+        handle.close()
+        raise
+    return handle
 
 
 def _nonblocking(path: str, flags: int) -> int:

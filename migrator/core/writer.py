@@ -6,7 +6,9 @@ import errno
 import os
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 
 class WriteRefused(OSError):
@@ -14,7 +16,13 @@ class WriteRefused(OSError):
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` through a temporary file and a rename in the same directory.
+    """Replace `path` with `data`; see `atomic_fill`."""
+    atomic_fill(path, lambda handle: handle.write(data))
+
+
+def atomic_fill(path: Path, fill: Callable[[BinaryIO], object]) -> None:
+    """Replace `path` with what `fill` writes to the open file it is handed (a temporary
+    file, then renamed over `path` in the same directory).
 
     A reader (or a run killed with SIGKILL) sees either the old or the new content, never a
     mix. Permission bits are copied from the original, and so are its owner and group where
@@ -25,7 +33,8 @@ def atomic_write(path: Path, data: bytes) -> None:
             write: a mode-0444 file is read-only to its owner, not to root; an immutable
             file to everyone). Checked first, because a rename into a writable folder would
             replace it anyway. The message gives the reason the kernel gives.
-        OSError: the temporary file cannot be created or renamed.
+        OSError: the temporary file cannot be created or renamed, or `fill` raised it (the
+            original is then untouched and the temporary file removed).
     """
     info = path.stat()
     if not os.access(path, os.W_OK):
@@ -33,7 +42,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".vam-tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            fill(handle)
             handle.flush()
             os.fsync(handle.fileno())
             _keep_owner(handle.fileno(), info)

@@ -22,7 +22,7 @@ from migrator.refactor.layout import module_path, package_of_file
 from migrator.refactor.plan import Plan, PlanError
 from migrator.refactor.relative import Origin, absolutize, relativize
 from migrator.refactor.runtime import runtime_files
-from migrator.rewrite.engine import Engine, decode_python
+from migrator.rewrite.engine import Engine, Read, decode_python
 from rules import Pack
 
 
@@ -159,7 +159,7 @@ class Rewrite:
         source = SourceFile(self.root / rel, self.root, kind)
         held = self.held.get(rel)
         if held is not None:
-            data: bytes | OSError | None = held.text.encode(held.encoding)
+            data: Read | None = held.text.encode(held.encoding)
         elif rel in self.raw:
             data = self.raw[rel]
         else:

@@ -8,6 +8,7 @@ the original encoding. Nothing here touches the disk except reading the file.
 from __future__ import annotations
 
 import io
+import os
 import platform
 import re
 import tokenize
@@ -21,6 +22,7 @@ from migrator.core.modname import package_of
 from migrator.core.resolver import Resolver
 from migrator.core.settings import Options
 from migrator.core.walk import NotRegularFile, read_regular
+from migrator.rewrite import stream
 from migrator.rewrite import text as T
 from migrator.rewrite.documents import rewrite_markdown, rewrite_notebook
 from migrator.rewrite.pysource import PythonRewriter
@@ -37,8 +39,9 @@ _NEWER_PYTHON = (
     "(the one running vam), run vam under that newer Python"
 )
 
-# What `Engine.screen` hands to `Engine.process`: the file's bytes, or the error reading it.
-Read: TypeAlias = bytes | OSError
+# What `Engine.screen` hands to `Engine.process`: the file's bytes, the error reading it, or
+# (a large text file) a note that it is to be streamed.
+Read: TypeAlias = bytes | OSError | stream.Streamed
 
 
 @dataclass
@@ -46,7 +49,8 @@ class FileResult:
     """What processing one file produced. `new` is None when the file stays as it is.
 
     `encoding` is the one the file was decoded with (PEP 263 cookie or BOM); `old` holds the
-    bytes as read only where the caller keeps them for a diff (the runner sets it).
+    bytes as read only where the caller keeps them for a diff (the runner sets it). A
+    streamed file's `new` is empty and `edits` says what to write (`stream.write`).
     """
 
     path: str
@@ -56,14 +60,20 @@ class FileResult:
     parsed: bool = False
     encoding: str = "utf-8"
     old: bytes | None = None
+    edits: stream.Edits | None = None
 
 
 class Engine:
-    """Processes files against one resolver; cheap to build once per worker process."""
+    """Processes files against one resolver; cheap to build once per worker process.
 
-    def __init__(self, resolver: Resolver, options: Options):
+    `stream`: large text files are streamed (`migrator.rewrite.stream`): their results
+    carry `edits`, not `new` bytes, so a caller that needs the bytes leaves it off.
+    """
+
+    def __init__(self, resolver: Resolver, options: Options, *, stream: bool = False):
         self.resolver = resolver
         self.options = options
+        self.stream = stream
         self._trigger = re.compile(resolver.trigger_pattern())
         self._packages = tuple(p.encode() for p in resolver.packages)
         # ASCII word boundaries: `mooncake_connector中` still names the module.
@@ -80,6 +90,8 @@ class Engine:
         result = FileResult(str(source.path))
         if data is None:
             data = read(source)
+        if isinstance(data, stream.Streamed):
+            return self._streamed(source, result)
         if isinstance(data, NotRegularFile):
             return self._fail(result, F.NOT_REGULAR, str(data))
         if isinstance(data, OSError):
@@ -93,13 +105,35 @@ class Engine:
         return self._text(source, data, result)
 
     def screen(self, source: SourceFile) -> Read | None:
-        """What to pass `process` for `source`: its bytes when it may refer to a moved name,
-        the error when it cannot be read (which `process` reports); None when it needs no
-        processing."""
-        data = read(source)
+        """What to pass `process` for `source`: its bytes when it may refer to a moved name
+        (`Streamed` for a large text file that spells a package), the error when it cannot
+        be read (which `process` reports); None when it needs no processing."""
+        data: bytes | OSError
+        if self._streams(source):
+            try:
+                screened = stream.screen(source.path, self._packages)
+            except OSError as exc:
+                return exc
+            if not isinstance(screened, bytes):
+                return screened  # to stream, or nothing to do
+            data = screened
+        else:
+            data = read(source)
         if isinstance(data, OSError) or self._may_refer(source, data):
             return data
         return None
+
+    def _streams(self, source: SourceFile) -> bool:
+        """Whether `source` is a text file big enough to stream (Markdown and reST files
+        hold Python blocks: those are read whole)."""
+        if not self.stream or source.kind != "text":
+            return False
+        if source.path.suffix.lower() in _MARKDOWN + _RST:
+            return False
+        try:
+            return os.stat(source.path).st_size >= stream.STREAM_MIN
+        except OSError:
+            return False  # reading it says why
 
     def _may_refer(self, source: SourceFile, data: bytes) -> bool:
         """Cheap tests every file with a reference passes; most files fail the first.
@@ -222,6 +256,25 @@ class Engine:
     def _text_findings(self, text: str) -> tuple[str, list[F.Finding]]:
         return rewrite_text(text, self.resolver, report_only=self.options.report_only)
 
+    def _streamed(self, source: SourceFile, result: FileResult) -> FileResult:
+        def line(text: str, history: set[int]) -> tuple[str, list[F.Finding]]:
+            return rewrite_text(
+                text, self.resolver, report_only=self.options.report_only, history=history
+            )
+
+        diff = source.path.suffix.lower() in _DIFF
+        try:
+            outcome = stream.rewrite(source.path, self._packages, line, diff=diff)
+        except OSError as exc:
+            return self._fail(result, F.UNREADABLE, f"cannot read: {exc.strerror or exc}")
+        if outcome.failure is not None:
+            return self._fail(result, F.UNREADABLE, f"cannot decode as UTF-8: {outcome.failure}")
+        result.encoding = outcome.encoding
+        result.findings.extend(outcome.findings)
+        if outcome.edits is not None:
+            result.new, result.edits = b"", outcome.edits
+        return result
+
     @staticmethod
     def _fail(
         result: FileResult, code: str, message: str, line: int = 0, col: int = 0
@@ -232,7 +285,7 @@ class Engine:
         return result
 
 
-def read(source: SourceFile) -> Read:
+def read(source: SourceFile) -> bytes | OSError:
     """The bytes of `source`, or the OSError reading them raised (`NotRegularFile` for a
     FIFO, socket or device: never blocks)."""
     try:

@@ -21,6 +21,7 @@ from migrator.core import findings as F
 from migrator.core.discover import SourceFile
 from migrator.core.resolver import Resolver
 from migrator.core.writer import WriteRefused, atomic_write
+from migrator.rewrite import stream
 from migrator.rewrite.engine import Engine, FileResult, Options, Read
 from rules import Pack
 
@@ -49,7 +50,9 @@ _job: Job | None = None
 def _init(job: Job) -> None:
     global _engine, _job
     _job = job
-    _engine = Engine(Resolver(job.pack, job.from_version, job.to_version), job.options)
+    resolver = Resolver(job.pack, job.from_version, job.to_version)
+    # A diff needs the new bytes: files are streamed only when no diff is asked for.
+    _engine = Engine(resolver, job.options, stream=not job.keep_new)
 
 
 def _init_worker(job: Job) -> None:
@@ -78,7 +81,10 @@ def _work(item: tuple[SourceFile, Read], write: bool = True) -> FileResult:
             "untouched - please report this with the file"))
     if result.new is not None and _job.write and write:
         try:
-            atomic_write(source.path, result.new)
+            if result.edits is not None:
+                stream.write(source.path, result.edits)
+            else:
+                atomic_write(source.path, result.new)
         except WriteRefused as exc:
             result.failed = True
             result.findings.append(F.failure(F.UNWRITABLE, f"not written: {exc}"))
@@ -87,6 +93,7 @@ def _work(item: tuple[SourceFile, Read], write: bool = True) -> FileResult:
             result.failed = True
             result.findings.append(F.failure(F.UNWRITABLE, f"cannot write: {exc.strerror or exc}"))
             result.new = None
+    result.edits = None  # written, or not to be: the parent has no use for them
     if result.new is not None and not _job.keep_new:
         result.new = b""  # changed; the bytes themselves are not needed by the parent
     elif result.new is not None and isinstance(data, bytes):

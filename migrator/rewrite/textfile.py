@@ -38,20 +38,27 @@ _DIFF_FENCE = re.compile(
     r"(?m)^[ \t]*(`{3,}|~{3,})[ \t]*(?:diff|patch|udiff)\b[^\r\n]*(?:\r\n|\r|\n)"
 )
 _HUNK = re.compile(r"@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@")
+_IN_HUNK = ("+", " ", "\\", "")  # how the lines of a hunk start
 
 
 def rewrite_text(
-    text: str, resolver: Resolver, *, diff: bool = False, report_only: bool = False
+    text: str,
+    resolver: Resolver,
+    *,
+    diff: bool = False,
+    report_only: bool = False,
+    history: set[int] | None = None,
 ) -> tuple[str, list[F.Finding]]:
     """(new text, findings with 1-based positions in `text`). `diff`: the whole text is a
     unified diff (a .patch or .diff file). `report_only` (check mode): import statements are
-    judged from the `ast`, without libcst, and the text comes back unchanged."""
+    judged from the `ast`, without libcst, and the text comes back unchanged. `history`:
+    the removed lines of diffs, when the caller knows them (`text` is part of a file)."""
     if not any(p in text for p in resolver.packages):
         return text, []
     index = LineIndex(text)
-    lines = NEWLINE.split(text)
     ignored = T.ignored_lines(text)
-    history = history_lines(lines, diff)
+    if history is None:
+        history = history_lines(NEWLINE.split(text), diff)
     edits: list[tuple[int, int, str]] = []
     findings: list[F.Finding] = []
     covered = _imports(text, resolver, index, ignored | history, edits, findings, report_only)
@@ -77,26 +84,51 @@ def history_lines(lines: list[str], diff: bool) -> set[int]:
     """1-based numbers of the removed lines of diffs in `lines` (all of them a diff when
     `diff`): inside a hunk (after an `@@ -a,b +c,d @@` line) or a ```diff fence, and the
     `--- a/path` line naming the old file."""
-    removed: set[int] = set()
-    in_diff = diff
-    fence = ""
-    for number, line in enumerate(lines, start=1):
+    return DiffLines(diff).removed(lines, 1)
+
+
+class DiffLines:
+    """`history_lines` a run of lines at a time, in order (a streamed file's pieces)."""
+
+    def __init__(self, diff: bool):
+        self.diff = diff
+        self.in_diff = diff
+        self.fence = ""
+
+    @property
+    def idle(self) -> bool:
+        """Outside any diff, in a text that is not one: only a line that opens a diff (a
+        fence, a hunk header, `diff --git`, a `+++ ` after `--- `) changes that."""
+        return not self.in_diff
+
+    def removed(self, lines: list[str], first: int, after: str = "") -> set[int]:
+        """Numbers of the removed lines among `lines`, the first numbered `first`; `after`
+        is the line that follows the last (empty at the end of the text)."""
+        removed: set[int] = set()
+        for index, line in enumerate(lines):
+            number = first + index
+            following = lines[index + 1] if index + 1 < len(lines) else after
+            if self._removed(line, following):
+                removed.add(number)
+        return removed
+
+    def _removed(self, line: str, following: str) -> bool:
         opened = _DIFF_FENCE.match(line + "\n")
-        if opened and not in_diff:
-            in_diff, fence = True, opened.group(1)
-            continue
-        if fence and line.strip().startswith(fence):
-            in_diff, fence = diff, ""
-            continue
+        if opened and not self.in_diff:
+            self.in_diff, self.fence = True, opened.group(1)
+            return False
+        if self.fence and line.strip().startswith(self.fence):
+            self.in_diff, self.fence = self.diff, ""
+            return False
         if _HUNK.match(line) or line.startswith("diff --git "):
-            in_diff = True
-        elif in_diff and line.startswith("-"):
-            removed.add(number)
-        elif line.startswith("--- ") and number < len(lines) and lines[number].startswith("+++ "):
-            removed.add(number)
-        elif in_diff and not fence and not diff and line[:1] not in ("+", " ", "\\", ""):
-            in_diff = False  # the pasted hunk ended
-    return removed
+            self.in_diff = True
+        elif self.in_diff and line.startswith("-"):
+            return True
+        elif line.startswith("--- ") and following.startswith("+++ "):
+            return True
+        elif self.in_diff and not self.fence and not self.diff and line[:1] not in _IN_HUNK:
+            self.in_diff = False  # the pasted hunk ended
+        return False
 
 
 def _imports(
