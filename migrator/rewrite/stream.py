@@ -32,8 +32,11 @@ CHUNK = 1 << 20
 STREAM_MIN = 4 << 20
 _BOM = b"\xef\xbb\xbf"
 _EOL = re.compile(rb"\r\n|\r|\n")
-# What a line that opens a diff, or the `+++ ` line after a removed `--- ` line, holds.
-_DIFF_MARKS = (b"```", b"~~~", b"@@ -", b"diff --git ", b"\n+++ ", b"\r+++ ")
+# What a line that opens a diff (a ``` or ~~~ fence, an `@@` hunk header, `diff --git`), or
+# the `+++ ` line after a removed `--- ` line, holds: a piece without any of them cannot
+# open a diff. Single bytes first: a one-byte search is memchr, far faster than any other.
+_DIFF_BYTES = (b"`", b"~", b"@", b"+")
+_DIFF_MARKS = (b"```", b"~~~", b"@@ -", b"\n+++ ", b"\r+++ ")
 _IGNORE_FILE = re.compile(rb"vam:\s*ignore-file\b")
 
 # (a line of text with its line ending, that line's removed lines: {1} or empty)
@@ -158,7 +161,14 @@ def _removed_lines(
     tracker: DiffLines, piece: bytes, text: str, first: int, after: bytes
 ) -> set[int]:
     """The removed lines of diffs in `piece` (decoded: `text`, its first line `first`)."""
-    marked = after.startswith(b"+++ ") or any(mark in piece for mark in _DIFF_MARKS)
+    marked = (
+        after.startswith(b"+++ ")
+        or b"diff --git " in piece
+        or (
+            any(byte in piece for byte in _DIFF_BYTES)
+            and any(mark in piece for mark in _DIFF_MARKS)
+        )
+    )
     if tracker.diff or (tracker.idle and not marked):
         return set()  # in a .diff every `-` line is one: the caller tests its line
     lines = NEWLINE.split(text)
@@ -190,6 +200,8 @@ def _lines_naming(piece: bytes, packages: tuple[bytes, ...]) -> list[tuple[int, 
 
 def _breaks(piece: bytes, start: int, end: int) -> int:
     """Line breaks (CRLF, CR or LF) in `piece[start:end]`, both ends at line starts."""
+    if piece.find(b"\r", start, end) < 0:
+        return piece.count(b"\n", start, end)
     crlf = piece.count(b"\r\n", start, end)
     return piece.count(b"\n", start, end) + piece.count(b"\r", start, end) - crlf
 
