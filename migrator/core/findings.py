@@ -17,6 +17,8 @@ COMPAT_PAIR = "VAM004"  # info: a try/except or if/else pair of old and new path
 PINNED = "VAM005"  # info: a link pinned to a tag or commit, or a diff's removed line, kept
 GUARDED_BRANCH = "VAM006"  # info: the old branch of a version guard, kept
 COMPAT_DROPPED = "VAM007"  # info: --drop-compat collapsed a block to its newer branch
+RECORD = "VAM009"  # info: a reference in a traceback (a record of what ran), kept
+RECORD_WHERE = "in a traceback, a record of what ran"
 SYNTAX_ERROR = "VAM901"
 UNREADABLE = "VAM902"
 UNWRITABLE = "VAM903"
@@ -87,3 +89,12 @@ def text_finding(edit: TextEdit, kind: str, line: int = 0, col: int = 0) -> Find
     if edit.resolution.removed is not None and not edit.fixable:
         return removed(kind, edit.resolution, line, col)
     return moved(kind, edit.resolution, line, col, edit.old, edit.new)
+
+
+def kept(edit: TextEdit, code: str, where: str, kind: str = "text", line: int = 0, col: int = 0
+         ) -> Finding:
+    """An info finding for a reference left as it is `where` (in a pinned link, on a removed
+    line of a diff, in a traceback): `code` says which."""
+    new = edit.new if edit.fixable else "(removed)"
+    message = f"'{edit.old}' kept {where} (today: '{new}')"
+    return Finding("", line, col, code, kind, message, edit.old, edit.new)

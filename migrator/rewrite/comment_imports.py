@@ -14,6 +14,7 @@ from collections.abc import Callable
 from migrator.core import findings as F
 from migrator.rewrite import text as T
 from migrator.rewrite.import_plan import ImportContext
+from migrator.rewrite.records import traceback_lines
 
 # (lead, statement, context, finding kind) -> (new lines or None, findings), or None when
 # the statement is not a single import statement.
@@ -38,5 +39,7 @@ def rewrite_comment(
         if result is not None:
             return result
     new, edits = T.rewrite(value, ctx.resolver)
+    if edits and traceback_lines([value]):  # a frame pasted in a comment: a record
+        return None, [F.kept(edit, F.RECORD, F.RECORD_WHERE, "comment") for edit in edits]
     findings = [F.text_finding(edit, "comment") for edit in edits]
     return (None if new == value else [new]), findings

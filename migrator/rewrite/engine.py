@@ -257,9 +257,13 @@ class Engine:
         return rewrite_text(text, self.resolver, report_only=self.options.report_only)
 
     def _streamed(self, source: SourceFile, result: FileResult) -> FileResult:
-        def line(text: str, history: set[int]) -> tuple[str, list[F.Finding]]:
+        def line(text: str, removed: bool, record: bool) -> tuple[str, list[F.Finding]]:
             return rewrite_text(
-                text, self.resolver, report_only=self.options.report_only, history=history
+                text,
+                self.resolver,
+                report_only=self.options.report_only,
+                history={1} if removed else set(),
+                records={1} if record else set(),
             )
 
         diff = source.path.suffix.lower() in _DIFF

@@ -25,6 +25,7 @@ from migrator.core.decoding import wide_encoding
 from migrator.core.edits import NEWLINE
 from migrator.core.walk import open_regular
 from migrator.core.writer import atomic_fill
+from migrator.rewrite.records import is_record
 from migrator.rewrite.textfile import DiffLines
 
 CHUNK = 1 << 20
@@ -39,8 +40,11 @@ _DIFF_BYTES = (b"`", b"~", b"@", b"+")
 _DIFF_MARKS = (b"```", b"~~~", b"@@ -", b"\n+++ ", b"\r+++ ")
 _IGNORE_FILE = re.compile(rb"vam:\s*ignore-file\b")
 
-# (a line of text with its line ending, that line's removed lines: {1} or empty)
-LineRewrite = Callable[[str, set[int]], tuple[str, list[F.Finding]]]
+# (a line of text with its line ending, whether it is a removed line of a diff, whether it
+# is a line of a traceback) -> (new line, findings)
+LineRewrite = Callable[[str, bool, bool], tuple[str, list[F.Finding]]]
+# Bytes before a line that tell whether it belongs to a traceback (`records.LOOKBACK` lines).
+_CONTEXT = 8192
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,7 @@ def rewrite(
         for offset, piece, after in pieces(handle):
             if b"\x00" in piece or _ignores_file(tail, piece):
                 return Outcome(encoding=outcome.encoding)
-            tail = piece[-64:]
+            before, tail = tail, piece[-_CONTEXT:]
             try:
                 text = piece.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -146,8 +150,9 @@ def rewrite(
                 number += _breaks(piece, pos, start)
                 pos = start
                 old = piece[max(start, skip) : end].decode("utf-8")
-                history = {1} if (old.startswith("-") if diff else number in removed) else set()
-                new, found = line_rewrite(old, history)
+                removed_line = old.startswith("-") if diff else number in removed
+                record = _in_traceback(before, piece, max(start, skip), end)
+                new, found = line_rewrite(old, removed_line, record)
                 outcome.findings += [replace(f, line=f.line + number - 1) for f in found]
                 if new != old:
                     spans.append((offset + max(start, skip), offset + end, new.encode("utf-8")))
@@ -175,6 +180,18 @@ def _removed_lines(
     if lines and lines[-1] == "" and text:
         lines.pop()  # the piece ends with its last line's line feed
     return tracker.removed(lines, first, after.decode("utf-8", errors="replace"))
+
+
+def _in_traceback(before: bytes, piece: bytes, start: int, end: int) -> bool:
+    """Whether the line `piece[start:end]` belongs to a traceback, by the lines before it
+    (`before`: the end of the previous piece)."""
+    window = piece[max(0, start - _CONTEXT) : end]
+    if b'File "' not in window and b'File "' not in before:
+        return False
+    if start < _CONTEXT:
+        window = before + window
+    lines = NEWLINE.split(window.decode("utf-8", errors="replace").rstrip("\r\n"))
+    return is_record(lines)
 
 
 def _ignores_file(tail: bytes, piece: bytes) -> bool:

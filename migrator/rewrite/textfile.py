@@ -7,6 +7,8 @@
 - History is kept and reported at info level (VAM005): links pinned to a tag, release branch
   or commit, and the removed (`-`) lines of a diff (a .patch/.diff file, a ```diff fence, a
   hunk pasted anywhere).
+- Records of what ran are kept and reported at info level (VAM009): the lines of a Python
+  traceback (`migrator.rewrite.records`).
 - Lines with a `vam: ignore` pragma are left alone.
 """
 
@@ -22,6 +24,7 @@ from migrator.core.edits import NEWLINE, LineIndex, TextEdit
 from migrator.core.resolver import Resolver
 from migrator.rewrite import text as T
 from migrator.rewrite.import_plan import ImportContext, statement_findings
+from migrator.rewrite.records import traceback_lines
 
 # One import statement on one line, after the start of the line, blanks, a prompt, a `;`
 # or a quote; it ends before `;`, a quote, a backtick, `#` or the end of the line.
@@ -48,26 +51,35 @@ def rewrite_text(
     diff: bool = False,
     report_only: bool = False,
     history: set[int] | None = None,
+    records: set[int] | None = None,
 ) -> tuple[str, list[F.Finding]]:
     """(new text, findings with 1-based positions in `text`). `diff`: the whole text is a
     unified diff (a .patch or .diff file). `report_only` (check mode): import statements are
-    judged from the `ast`, without libcst, and the text comes back unchanged. `history`:
-    the removed lines of diffs, when the caller knows them (`text` is part of a file)."""
+    judged from the `ast`, without libcst, and the text comes back unchanged. `history` and
+    `records`: the removed lines of diffs and the lines of tracebacks, when the caller knows
+    them (`text` is one line of a file read a piece at a time)."""
     if not any(p in text for p in resolver.packages):
         return text, []
     index = LineIndex(text)
     ignored = T.ignored_lines(text)
+    lines = NEWLINE.split(text)
     if history is None:
-        history = history_lines(NEWLINE.split(text), diff)
+        history = history_lines(lines, diff)
+    if records is None:
+        records = {i + 1 for i in traceback_lines(lines)} if 'File "' in text else set()
     edits: list[tuple[int, int, str]] = []
     findings: list[F.Finding] = []
-    covered = _imports(text, resolver, index, ignored | history, edits, findings, report_only)
+    skipped = ignored | history | records
+    covered = _imports(text, resolver, index, skipped, edits, findings, report_only)
     for edit in T.find_references(text, resolver):
         line, col = index.position(edit.start)
         if line in ignored or any(s <= edit.start < e for s, e in covered):
             continue
         if line in history:
             findings.append(_kept(edit, line, col, "on a removed line of a diff"))
+            continue
+        if line in records:
+            findings.append(_kept(edit, line, col, F.RECORD_WHERE, F.RECORD))
             continue
         findings.append(F.text_finding(edit, "text", line, col))
         if edit.fixable:
@@ -206,10 +218,10 @@ def _joined(text: str, match: re.Match[str], new_lines: list[str], index: LineIn
     )
 
 
-def _kept(edit: TextEdit, line: int, col: int, where: str) -> F.Finding:
-    new = edit.new if edit.fixable else "(removed)"
-    message = f"'{edit.old}' kept {where} (today: '{new}')"
-    return F.Finding("", line, col, F.PINNED, "text", message, edit.old, edit.new)
+def _kept(
+    edit: TextEdit, line: int, col: int, where: str, code: str = F.PINNED
+) -> F.Finding:
+    return F.kept(edit, code, where, "text", line, col)
 
 
 def _apply(text: str, edits: list[tuple[int, int, str]]) -> str:

@@ -19,6 +19,7 @@ from migrator.rewrite.runner import Job, run
 
 OLD = "vllm_ascend.distributed.mooncake_connector"
 NEW = "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector"
+OLD_PATH = OLD.replace(".", "/")
 PIECE = 4096
 FILLER = "INFO 12-02 05:20:31 [engine.py:88] Avg prompt throughput: 12.3 tokens/s, vllm\n"
 
@@ -34,6 +35,12 @@ SNIPPETS = {
     "headers": f"--- a/{OLD.replace('.', '/')}.py\n+++ b/{NEW.replace('.', '/')}.py\n",
     "fence": f"```diff\n-{OLD}\n+{NEW}\n```\n{OLD}\n",
     "cjk": f"日志：{OLD}中文\n",
+    "traceback": (
+        "Traceback (most recent call last):\n"
+        f'  File "/site-packages/{OLD_PATH}.py", line 120, in start_load_kv\n'
+        f"    from {OLD} import MooncakeConnector\n"
+        f"ModuleNotFoundError: No module named '{OLD}'\n"
+    ),
 }
 
 

@@ -138,6 +138,25 @@ VAM_CODES: tuple[Code, ...] = (
         good="from vllm.utils.math_utils import cdiv",
     ),
     Code(
+        "VAM009", INFO, "reference in a traceback kept",
+        means=(
+            'A line of a Python traceback names a moved module: a frame (`File "/usr/lib/python3/'
+            'site-packages/vllm_ascend/distributed/mooncake_connector.py", line 120, in '
+            "start_load_kv`, after any prefix a logger puts on each line), the source line or "
+            "`^^^^` line indented under a frame, or the exception line that ends the traceback. "
+            "In a log, a text file, a Markdown or reST block, a docstring or a comment."
+        ),
+        why=(
+            "A traceback is a record of what ran, as a diff's removed lines are a record of the "
+            "old file: rewriting it would make it name a file that never ran. Info only: it does "
+            "not change the exit code and `vam check` does not count it as stale."
+        ),
+        fix=(
+            "Nothing. To have the code it came from migrated, run vam on that code; the "
+            "traceback stays as it was printed."
+        ),
+    ),
+    Code(
         "VAM901", ERROR, "Python file that does not parse",
         means=(
             "A .py or .pyi file is not valid Python for the parser, so its imports cannot be "

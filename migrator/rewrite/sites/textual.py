@@ -10,6 +10,7 @@ from migrator.core import findings as F
 from migrator.core.placement import comment_only_after
 from migrator.rewrite import text as T
 from migrator.rewrite.import_plan import ImportContext
+from migrator.rewrite.records import traceback_lines
 from migrator.rewrite.sites.context import Protected, SiteContext, SiteOutput
 
 
@@ -26,12 +27,16 @@ def rewrite_text(
     found. References inside the `skip` spans are someone else's."""
     segment = ctx.smap.text[start:end]
     found = set()
+    records = _traceback_spans(segment)
     for edit in T.find_references(segment, ctx.resolver):
         found.add(edit.old)
         at = start + edit.start
         if skip and any(a <= at < b for a, b in skip):
             continue
         if protected.skip(at, start + edit.end):
+            continue
+        if any(a <= edit.start < b for a, b in records):
+            out.report(F.kept(edit, F.RECORD, F.RECORD_WHERE, kind), at)
             continue
         out.report(F.text_finding(edit, kind), at)
         if edit.fixable:
@@ -55,3 +60,15 @@ def import_span(ctx: SiteContext, node: ast.stmt) -> tuple[int, int]:
     start, end = ctx.smap.span(node)
     line_end = comment_only_after(ctx.smap.text, end)
     return start, end if line_end is None else line_end
+
+
+def _traceback_spans(segment: str) -> list[tuple[int, int]]:
+    """Spans of the lines of `segment` (a docstring, a string) that belong to a traceback
+    pasted in it (`migrator.rewrite.records`): kept as they are."""
+    if 'File "' not in segment:
+        return []
+    lines = segment.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    return [(starts[i], starts[i + 1]) for i in sorted(traceback_lines(lines))]
