@@ -71,13 +71,30 @@ def rewrite_notebook(raw: str, python: Rewrite, plain: Rewrite) -> tuple[str, li
     return (dump(notebook) if changed else raw), findings
 
 
+# (indent, separators) of the layouts notebooks are written in: nbformat's (indent 1), other
+# indents, and one line, with Python's spaces or none at all (as JavaScript tools write).
+_LAYOUTS: tuple[tuple[int | None, tuple[str, str]], ...] = (
+    (1, (",", ": ")),
+    (2, (",", ": ")),
+    (4, (",", ": ")),
+    (None, (",", ":")),
+    (None, (", ", ": ")),
+)
+
+
 def _dumper(raw: str, notebook: Any) -> Callable[[Any], str] | None:
     """A `json.dumps` setting that writes `notebook` back as `raw` byte for byte, if any."""
     tail = "\n" if raw.endswith("\n") else ""
-    for indent in (1, 2, 4, None):
+    for indent, separators in _LAYOUTS:
         for ascii_only in (False, True):
-            def dump(nb: Any, indent: int | None = indent, ascii_only: bool = ascii_only) -> str:
-                return json.dumps(nb, indent=indent, ensure_ascii=ascii_only) + tail
+            def dump(
+                nb: Any,
+                indent: int | None = indent,
+                separators: tuple[str, str] = separators,
+                ascii_only: bool = ascii_only,
+            ) -> str:
+                text = json.dumps(nb, indent=indent, separators=separators, ensure_ascii=ascii_only)
+                return text + tail
 
             if dump(notebook) == raw:
                 return dump

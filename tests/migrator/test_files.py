@@ -236,6 +236,26 @@ def test_notebook_in_another_json_layout_is_written_back_in_that_layout(tmp_path
     assert path.read_text() == json.dumps(expected, indent=2, ensure_ascii=True)
 
 
+@pytest.mark.parametrize("separators", [(",", ":"), (", ", ": ")], ids=["no spaces", "spaces"])
+@pytest.mark.parametrize("tail", ["", "\n"], ids=["no newline", "newline"])
+def test_a_one_line_notebook_is_migrated_and_stays_on_one_line(
+    tmp_path: Path, separators: tuple[str, str], tail: str
+) -> None:
+    # Issue 19: a compact notebook (JSON on one line, as some tools write it) got VAM002.
+    notebook = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {},
+                           "outputs": [], "source": ["from vllm_ascend.distributed import kvpool\n",
+                                                     "print('ü')"]}],
+                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "compact.ipynb"
+    path.write_text(json.dumps(notebook, separators=separators, ensure_ascii=False) + tail)
+    result = vam("migrate", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "VAM002" not in result.stderr
+    notebook["cells"][0]["source"][0] = (  # type: ignore[index]
+        "from vllm_ascend.distributed.kv_transfer.kv_pool import ascend_store as kvpool\n")
+    assert path.read_text() == json.dumps(notebook, separators=separators, ensure_ascii=False) + tail
+
+
 def test_notebook_whose_layout_cannot_be_reproduced_reports_python_only_forms(
     tmp_path: Path,
 ) -> None:
