@@ -7,6 +7,8 @@ also needs its new module imported: its edit is returned held (`HeldChain`), and
 
 from __future__ import annotations
 
+import ast
+
 from migrator.core import findings as F
 from migrator.rewrite.sites.context import (
     Edit,
@@ -15,6 +17,7 @@ from migrator.rewrite.sites.context import (
     SiteContext,
     SiteEdits,
     SiteOutput,
+    Span,
 )
 
 
@@ -26,7 +29,7 @@ def rewrite_chains(ctx: SiteContext, protected: Protected) -> SiteEdits:
             continue
         head = name.partition(".")[0]
         if head not in ctx.resolver.packages:
-            _alias_chain(ctx, out, start, name, head)
+            _alias_chain(ctx, out, protected, (start, end), name)
             continue
         resolution = ctx.resolver.resolve(name)
         if resolution.removed:
@@ -53,16 +56,60 @@ def rewrite_chains(ctx: SiteContext, protected: Protected) -> SiteEdits:
     return out.done()
 
 
-def _alias_chain(ctx: SiteContext, out: SiteOutput, start: int, name: str, head: str) -> None:
-    """`m.moved_name` where `m` is bound to an unmoved module whose names moved."""
+def _alias_chain(
+    ctx: SiteContext, out: SiteOutput, protected: Protected, span: Span, name: str
+) -> None:
+    """`m.sub.Name` where `m` is a local name for a module of the table.
+
+    The chain is resolved whole (`bound.sub.Name`, every step up to `--to`), so renames a
+    later step made below the module are taken in the same pass as the import's own move.
+    Where the import is rewritten, `m` names the module's new path: the chain becomes `m` +
+    what the whole name's new path has below it. A name that left `m`'s module for another
+    one needs another import: reported for a human.
+    """
+    start, end = span
+    head = name.partition(".")[0]
     bound = ctx.aliases[head]
-    if not ctx.resolver.is_ours(bound) or ctx.resolver.resolve(bound).changed:
+    if not ctx.resolver.is_ours(bound):
         return
+    binding = ctx.resolver.resolve(bound)
+    if binding.changed and _binding_kept(ctx, protected, head):
+        return  # the import stays as written, so does what it binds
     full = bound + name[len(head) :]
     resolution = ctx.resolver.resolve(full)
-    if resolution.changed:
-        message = (
-            f"'{name}' reaches '{full}' through the local name '{head}'; it moved to "
-            f"'{resolution.new}' ({F.steps_of(resolution)})"
-        )
-        out.report(F.needs_human("attribute", message, old=full), start)
+    if resolution.removed and not binding.removed:  # else the import says it
+        out.report(F.removed("attribute", resolution), start)
+    if not resolution.changed:
+        return
+    crossed = any(
+        hit.old.rpartition(".")[0] != hit.new.rpartition(".")[0]
+        for hit in resolution.hits
+        if hit.kind == "symbol"
+    )
+    below = resolution.new.startswith(binding.new + ".")
+    if below and not crossed and ctx.smap.text[start:end] == name:
+        new = head + resolution.new[len(binding.new) :]
+        if new != name:
+            out.findings.append(ctx.at(F.moved("attribute", resolution, old=name, new=new), start))
+            out.edit(start, end, new)
+        return
+    message = (
+        f"'{name}' reaches '{full}' through the local name '{head}'; it moved to "
+        f"'{resolution.new}' ({F.steps_of(resolution)})"
+    )
+    out.report(F.needs_human("attribute", message, old=full), start)
+
+
+def _binding_kept(ctx: SiteContext, protected: Protected, head: str) -> bool:
+    """Whether the module-level import that binds `head` last is protected (not rewritten)."""
+    binder: ast.stmt | None = None
+    for node in ctx.tree.body:
+        if isinstance(node, ast.Import) and any(a.asname == head for a in node.names):
+            binder = node
+        elif isinstance(node, ast.ImportFrom) and any(
+            (a.asname or a.name) == head for a in node.names
+        ):
+            binder = node
+    if binder is None:
+        return False
+    return protected.skip(*ctx.smap.span(binder)) or protected.keeps(binder)
