@@ -24,6 +24,7 @@ from migrator.verify_imports import distindex
 from migrator.verify_imports.checker import check_dotted, check_file, unsuppressed
 from migrator.verify_imports.discovery import NAMESPACE, SOURCE, Layout, ModuleFile, discover
 from migrator.verify_imports.findings import ImportFinding
+from migrator.verify_imports.moves import MoveTables
 from migrator.verify_imports.project import Project
 from migrator.verify_imports.run import VerifyResult, collector_paused, display_path
 from migrator.verify_imports.strings import dotted_strings
@@ -41,6 +42,9 @@ class Dist:
     label: str
     version: str | None
     project: Project
+
+    def __post_init__(self) -> None:
+        self.project.moves = MoveTables(self.packages, self.version)
 
     @property
     def packages(self) -> frozenset[str]:

@@ -6,12 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from migrator.core.modname import RelativeImportError, resolve_relative
 from migrator.verify_imports.discovery import EXTENSION, NAMESPACE, Layout, ModuleFile
 from migrator.verify_imports.forwarding import Getattr, read_getattr
 from migrator.verify_imports.index import ImportStmt, ModuleInfo, add_binding, index_source
 from migrator.verify_imports.unpackaged import Unpackaged, find_unpackaged
+
+if TYPE_CHECKING:
+    from migrator.verify_imports.moves import MoveTables
 
 # Attributes every module has without binding them.
 IMPLICIT_NAMES = frozenset({
@@ -51,7 +55,8 @@ class Project:
     `files` holds the modules' bytes when they come from an archive rather than the disk (a
     built distribution: what it holds is what ships, so no folder counts as left out).
     `infos` and `getattrs` are indexes read back from a cache (see `indexed`): the files
-    they cover are never read or parsed."""
+    they cover are never read or parsed. `moves`, when set, says where the move tables took a
+    missing path (named before any guess by name)."""
 
     def __init__(self, layout: Layout, files: Mapping[Path, bytes] | None = None,
                  infos: Mapping[Path, ModuleInfo] | None = None,
@@ -63,6 +68,7 @@ class Project:
         self._infos: dict[Path, ModuleInfo] = dict(infos or {})
         self._sources: dict[Path, bytes] = dict(files or {})
         self._getattrs: dict[str, Getattr | None] = dict(getattrs or {})
+        self.moves: MoveTables | None = None
         self._namespaces: dict[str, Namespace] = {}
         self._expanding: set[str] = set()
         self._defined_in: dict[str, list[str]] | None = None

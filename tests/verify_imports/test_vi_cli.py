@@ -29,7 +29,8 @@ def test_text_format_and_exit_1(tree) -> None:
     assert result.exit_code == 1
     assert result.stdout == (
         "pkg/user.py:1:20: VAI001 cannot import name 'Connector' from 'pkg.kv' "
-        "(pkg/kv/__init__.py defines no 'Connector'); did you mean pkg.kv.impl.Connector?\n"
+        "(pkg/kv/__init__.py defines no 'Connector'); did you mean pkg.kv.impl.Connector? "
+        "(a guess: same name elsewhere)\n"
     )
     # Issue 19: the count after "in" is of files with an error; the scanned ones are labelled.
     assert result.stderr.startswith(
@@ -43,7 +44,8 @@ def test_json_format(tree) -> None:
     assert json.loads(result.stdout) == [{
         "path": "pkg/user.py", "line": 1, "column": 20, "code": "VAI001", "severity": "error",
         "message": "cannot import name 'Connector' from 'pkg.kv' (pkg/kv/__init__.py defines "
-                   "no 'Connector'); did you mean pkg.kv.impl.Connector?",
+                   "no 'Connector'); did you mean pkg.kv.impl.Connector? "
+                   "(a guess: same name elsewhere)",
         "module": "pkg.kv", "name": "Connector", "suggestion": "pkg.kv.impl.Connector",
     }]
     assert result.stderr == ""
