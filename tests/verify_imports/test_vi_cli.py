@@ -48,7 +48,21 @@ def test_json_format(tree) -> None:
                    "(a guess: same name elsewhere)",
         "module": "pkg.kv", "name": "Connector", "suggestion": "pkg.kv.impl.Connector",
     }]
-    assert result.stderr == ""
+    # Issue 19: the summary goes to stderr in every format (stdout stays the report), as
+    # `vam check` does; -q leaves it out.
+    assert result.stderr.startswith("vam verify-imports (static): 1 error, 0 warnings in 1 file;")
+    assert vam("-q", "--format", "json", "pkg").stderr == ""
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "github", "sarif"])
+def test_the_summary_counts_files_with_errors_in_every_format(tree, fmt: str) -> None:
+    tree({**BROKEN, "pkg/user2.py": "from pkg.kv import Connector\nfrom pkg.kv import Other\n"})
+    result = vam("--format", fmt, "pkg")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "vam verify-imports (static): 3 errors, 0 warnings in 2 files; 5 files scanned (")
+    assert result.stderr.count("\n") == 1
+    assert "vam verify-imports" not in result.stdout
 
 
 def test_github_format(tree) -> None:
