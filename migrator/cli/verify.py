@@ -24,7 +24,9 @@ under TYPE_CHECKING too) the module must exist and each name must be a submodule
 bound in it (def, class, assignment, import, star-import chains). --dynamic imports each
 module in a fresh interpreter instead. --against DIST checks the imports of a third-party
 distribution against one release of it ("what breaks if we upgrade to B?"): names a
-deprecation __getattr__ still serves are warnings (VAI104) naming the new home.
+deprecation __getattr__ still serves are warnings (VAI104) naming the new home; a missing
+path is followed through the bundled move table ("moved to Y in V (move table)", or
+removed, with the table's hint) before any guess by name ("(a guess: same name elsewhere)").
 
 \b
 Codes (`vam rule CODE` explains one):
@@ -32,7 +34,9 @@ Codes (`vam rule CODE` explains one):
     + textwrap.indent(codes.table("VAI"), "  ")
     + """
 
-A line carrying `# vam: ignore` or `# vam: ignore[VAI001]` is not reported.
+A line carrying `# vam: ignore` or `# vam: ignore[VAI001]` is not reported. The
+report goes to stdout; one summary line (errors, warnings, the files with an error, the
+files scanned) to stderr, in every format (-q: none).
 
 \b
 Exit status: 0 no errors (warnings allowed), 1 errors, 2 usage or configuration error.
@@ -78,8 +82,10 @@ Exit status: 0 no errors (warnings allowed), 1 errors, 2 usage or configuration 
     help="Check the imports of a third-party distribution instead: every import and "
     "dotted-path string (mock.patch targets) naming one of DIST's packages must resolve in "
     "DIST, a source tree, an sdist, a wheel or NAME==VERSION (fetched from pip's index into "
-    "~/.cache/vam-sdists, or $VAM_SDIST_CACHE).",
+    "~/.cache/vam-sdists, or $VAM_SDIST_CACHE). DIST's index is kept by its sha256 in "
+    "~/.cache/vam-index ($VAM_INDEX_CACHE, or $XDG_CACHE_HOME/vam-index): delete it to clear.",
 )
+@opt.quiet("Print the report only, no summary line on stderr.")
 @click.option(
     "--python",
     "python",
@@ -95,6 +101,7 @@ def verify_imports(
     optional: tuple[str, ...],
     generated: tuple[str, ...],
     against: str | None,
+    quiet: bool,
     python: str | None,
 ) -> None:
     import shutil
@@ -128,6 +135,6 @@ def verify_imports(
     except (vi.TargetError, vi.SettingsError, InputError) as exc:
         raise UsageFailure(str(exc)) from None
     click.echo(vi.render(result.findings, output_format), nl=False)
-    if output_format == "text":
+    if not quiet:  # stderr in every format, as `vam check`: stdout stays the report
         click.echo(vi.summary(result.findings, result.checked, result.seconds, mode), err=True)
     sys.exit(1 if result.has_errors else 0)

@@ -78,12 +78,24 @@ def open_dist(spec: str, index_url: str | None = None, cache: Path | None = None
     Raises:
         DistError / InputError: unreadable input, or a requirement that cannot be fetched.
     """
+    path, label = locate(spec, index_url, cache)
+    source = open_release(path)
+    source.label = label
+    return source
+
+
+def locate(spec: str, index_url: str | None = None, cache: Path | None = None) -> tuple[Path, str]:
+    """(the file or folder DIST `spec` names, the label it is reported under): a path as
+    given, or the cached archive of `NAME==VERSION` (fetched on first use) labelled with it.
+
+    Raises:
+        DistError: a requirement that cannot be fetched (see `fetch`).
+    """
     requirement = parse_requirement(spec)
     if requirement is None or Path(spec).exists():
-        return open_release(Path(spec))
-    source = open_release(fetch(*requirement, index_url=index_url, cache=cache))
-    source.label = f"{requirement[0]}=={requirement[1]}"
-    return source
+        return Path(spec), str(Path(spec))
+    return (fetch(*requirement, index_url=index_url, cache=cache),
+            f"{requirement[0]}=={requirement[1]}")
 
 
 def fetch(name: str, version: str, index_url: str | None = None,

@@ -17,11 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from migrator.core.dists import open_dist
-from migrator.core.sources import Source
+from migrator.core import indexcache
+from migrator.core.dists import locate
+from migrator.core.sources import InputError, Source, open_release
+from migrator.verify_imports import distindex
 from migrator.verify_imports.checker import check_dotted, check_file, unsuppressed
 from migrator.verify_imports.discovery import NAMESPACE, SOURCE, Layout, ModuleFile, discover
 from migrator.verify_imports.findings import ImportFinding
+from migrator.verify_imports.moves import MoveTables
 from migrator.verify_imports.project import Project
 from migrator.verify_imports.run import VerifyResult, collector_paused, display_path
 from migrator.verify_imports.strings import dotted_strings
@@ -39,6 +42,9 @@ class Dist:
     label: str
     version: str | None
     project: Project
+
+    def __post_init__(self) -> None:
+        self.project.moves = MoveTables(self.packages, self.version)
 
     @property
     def packages(self) -> frozenset[str]:
@@ -86,11 +92,46 @@ def _add_module(modules: dict[str, ModuleFile], parts: list[str], path: Path) ->
         modules[name] = ModuleFile(name, path, SOURCE, is_package)
 
 
-def load_dist(spec: str, index_url: str | None = None) -> Dist:
-    """`dist_from_source` of a DIST spec (see `migrator.core.dists.open_dist`).
+def load_dist(spec: str, index_url: str | None = None, cache: bool = True) -> Dist:
+    """`dist_from_source` of a DIST spec (see `migrator.core.dists.locate`), every module
+    indexed, the index kept in `migrator.core.indexcache` (`cache=False`: neither read nor
+    written). An sdist or wheel is keyed by the sha256 of its bytes and, on a hit, never
+    opened; a source tree is read, keyed by the sha256 of its files, and parsed only on a
+    miss. A hit gives the same findings as a miss.
 
     Raises migrator.core.sources.InputError (DistError) when it cannot be read or fetched."""
-    return dist_from_source(open_dist(spec, index_url))
+    path, label = locate(spec, index_url)
+    source = open_release(path) if path.is_dir() else None
+    base = source.root if source is not None and source.root else Path(label)
+    key = _cache_key(path, source) if cache else ""
+    tag = indexcache.code_tag(distindex.CODE)
+    if key:
+        stored = indexcache.load(distindex.KIND, key, tag)
+        try:
+            layout, infos, getattrs, version = distindex.decode(stored, base)
+        except ValueError:
+            pass  # no entry, or one this code cannot read: built again and stored over it
+        else:
+            return Dist(label, version, Project(layout, {}, infos, getattrs))
+    if source is None:
+        source = open_release(path)
+    source.label = label
+    dist = dist_from_source(source)
+    infos, getattrs = dist.project.indexed()
+    if key:
+        payload = distindex.encode(dist.project.layout, infos, getattrs, base, dist.version)
+        indexcache.store(distindex.KIND, key, tag, payload)
+    return dist
+
+
+def _cache_key(path: Path, source: Source | None) -> str:
+    """The sha256 of an archive's bytes, or of a tree's files and stated version."""
+    if source is not None:
+        return indexcache.files_key(source.files, source.version or "")
+    try:
+        return indexcache.file_key(path)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 def verify_against(dist: Dist, targets: Sequence[str]) -> VerifyResult:

@@ -21,6 +21,9 @@ from migrator.verify_imports.project import IMPLICIT_NAMES, Project, resolve_fro
 
 Show = Callable[[Path], str]
 
+# How a suggestion found by name alone is labelled: a move table's answer is said as such.
+GUESS = "(a guess: same name elsewhere)"
+
 _PRAGMA = re.compile(rb"#\s*vam:\s*ignore(?:\[([A-Z0-9,\s]*)\])?")
 
 
@@ -168,7 +171,7 @@ class _FileChecker:
                 continue
             missing = self.missing_prefix(alias.name)
             if missing:
-                message, suggestion = self.missing_module_message(missing, ())
+                message, suggestion = self.missing_module_message(missing, (), alias.name)
                 self.report(stmt, alias.line, alias.col, codes.MISSING_MODULE, message, missing,
                             suggestion=suggestion)
             else:
@@ -187,7 +190,7 @@ class _FileChecker:
         missing = self.missing_prefix(module)
         if missing:
             names = tuple(alias.name for alias in stmt.names)
-            message, suggestion = self.missing_module_message(missing, names)
+            message, suggestion = self.missing_module_message(missing, names, module)
             self.report(stmt, stmt.line, stmt.col, codes.MISSING_MODULE, message, missing,
                         suggestion=suggestion)
             return
@@ -285,14 +288,56 @@ class _FileChecker:
 
     def report_missing_name(self, stmt: ImportStmt, alias: ImportedName, module: str,
                             detail: str) -> None:
-        suggestion = self.project.suggest_name(module, alias.name, self.target.name)
         message = f"cannot import name '{alias.name}' from '{module}' ({detail})"
-        if suggestion:
-            message += f"; did you mean {suggestion}?"
+        hint, suggestion = self.table_hint(f"{module}.{alias.name}", module=False)
+        if not hint:
+            suggestion = self.project.suggest_name(module, alias.name, self.target.name)
+            hint = f"did you mean {suggestion}? {GUESS}" if suggestion else ""
+        if hint:
+            message += f"; {hint}"
         self.report(stmt, alias.line, alias.col, codes.MISSING_NAME, message, module, alias.name,
                     suggestion)
 
-    def missing_module_message(self, missing: str, names: tuple[str, ...]) -> tuple[str, str]:
+    def table_hint(self, dotted: str, module: bool) -> tuple[str, str]:
+        """(the move table's clause, its target) for a path this release lacks; ("", "") when
+        no table names it, or names a target this release does not have either."""
+        tables = self.project.moves
+        answer = tables.answer(dotted, module) if tables is not None else None
+        if answer is None:
+            return "", ""
+        if answer.removed:
+            return answer.text(), ""
+        if not self.exists(answer.new):
+            return "", ""
+        return answer.text(), answer.new
+
+    def module_table_hint(self, full: str, names: tuple[str, ...]) -> tuple[str, str]:
+        """`table_hint` for the module `full` of `from full import names`; when the table
+        moves no module there (a package it removed, say), the moves of the names imported
+        from it (its submodules that moved on their own)."""
+        hint, suggestion = self.table_hint(full, module=True)
+        if suggestion:
+            return hint, suggestion
+        moved = [found for found in (self.table_hint(f"{full}.{name}", module=False)
+                                     for name in names if name != "*") if found[1]]
+        if moved:
+            return "; ".join(clause for clause, _ in moved), moved[0][1]
+        return hint, suggestion
+
+    def exists(self, dotted: str) -> bool:
+        """Whether `dotted` is a module, or a name its module binds."""
+        project = self.project
+        if dotted in project.modules:
+            return True
+        module, _, name = dotted.rpartition(".")
+        if module not in project.modules or project.info(module) is None:
+            return False
+        return name in project.namespace(module).bindings
+
+    def missing_module_message(self, missing: str, names: tuple[str, ...],
+                               full: str) -> tuple[str, str]:
+        """The VAI002 message for `missing`, the first absent prefix of the imported module
+        `full`, and the suggested path ("" when none)."""
         project = self.project
         parent, _, last = missing.rpartition(".")
         reason = ""
@@ -310,7 +355,10 @@ class _FileChecker:
             if is_name:
                 reason += f"; '{last}' is a name in '{parent}': use from {parent} import {last}"
         message = f"no module named '{missing}'" + (f" ({reason})" if reason else "")
-        suggestion = project.suggest_module(missing, names, self.target.name)
-        if suggestion:
-            message += f"; did you mean {suggestion}?"
+        hint, suggestion = self.module_table_hint(full, names)
+        if not hint:
+            suggestion = project.suggest_module(missing, names, self.target.name)
+            hint = f"did you mean {suggestion}? {GUESS}" if suggestion else ""
+        if hint:
+            message += f"; {hint}"
         return message, suggestion

@@ -6,12 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from migrator.core.modname import RelativeImportError, resolve_relative
 from migrator.verify_imports.discovery import EXTENSION, NAMESPACE, Layout, ModuleFile
 from migrator.verify_imports.forwarding import Getattr, read_getattr
 from migrator.verify_imports.index import ImportStmt, ModuleInfo, add_binding, index_source
 from migrator.verify_imports.unpackaged import Unpackaged, find_unpackaged
+
+if TYPE_CHECKING:
+    from migrator.verify_imports.moves import MoveTables
 
 # Attributes every module has without binding them.
 IMPLICIT_NAMES = frozenset({
@@ -49,16 +53,22 @@ class Project:
     """Parsed first-party modules of one `Layout`; each file is read and parsed at most once.
 
     `files` holds the modules' bytes when they come from an archive rather than the disk (a
-    built distribution: what it holds is what ships, so no folder counts as left out)."""
+    built distribution: what it holds is what ships, so no folder counts as left out).
+    `infos` and `getattrs` are indexes read back from a cache (see `indexed`): the files
+    they cover are never read or parsed. `moves`, when set, says where the move tables took a
+    missing path (named before any guess by name)."""
 
-    def __init__(self, layout: Layout, files: Mapping[Path, bytes] | None = None) -> None:
+    def __init__(self, layout: Layout, files: Mapping[Path, bytes] | None = None,
+                 infos: Mapping[Path, ModuleInfo] | None = None,
+                 getattrs: Mapping[str, Getattr | None] | None = None) -> None:
         self.layout = layout
         self.modules = layout.modules
         self.first_party = frozenset(layout.roots)
         self.unpackaged = Unpackaged() if files is not None else find_unpackaged(layout)
-        self._infos: dict[Path, ModuleInfo] = {}
+        self._infos: dict[Path, ModuleInfo] = dict(infos or {})
         self._sources: dict[Path, bytes] = dict(files or {})
-        self._getattrs: dict[str, Getattr | None] = {}
+        self._getattrs: dict[str, Getattr | None] = dict(getattrs or {})
+        self.moves: MoveTables | None = None
         self._namespaces: dict[str, Namespace] = {}
         self._expanding: set[str] = set()
         self._defined_in: dict[str, list[str]] | None = None
@@ -106,6 +116,16 @@ class Project:
                                      self.modules.__contains__)
             self._getattrs[module] = found
         return self._getattrs[module]
+
+    def indexed(self) -> tuple[dict[Path, ModuleInfo], dict[str, Getattr | None]]:
+        """Every module parsed now, not on demand: ({file: index} of each module with source,
+        {module: what its `__getattr__` serves} of each module that binds one), what a
+        `Project` built with `infos`/`getattrs` needs to answer as this one does."""
+        for name in self.modules:
+            info = self.info(name)
+            if info is not None and info.has_getattr:
+                self.getattr_of(name)
+        return dict(self._infos), dict(self._getattrs)
 
     # -- namespaces ---------------------------------------------------------------------------
 

@@ -25,3 +25,11 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Tree:
         return tmp_path
 
     return write
+
+
+@pytest.fixture(autouse=True)
+def index_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's own index cache (`verify-imports --against`): never the user's."""
+    folder = tmp_path_factory.mktemp("vam-index")
+    monkeypatch.setenv("VAM_INDEX_CACHE", str(folder))
+    return folder

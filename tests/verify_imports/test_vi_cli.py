@@ -29,7 +29,8 @@ def test_text_format_and_exit_1(tree) -> None:
     assert result.exit_code == 1
     assert result.stdout == (
         "pkg/user.py:1:20: VAI001 cannot import name 'Connector' from 'pkg.kv' "
-        "(pkg/kv/__init__.py defines no 'Connector'); did you mean pkg.kv.impl.Connector?\n"
+        "(pkg/kv/__init__.py defines no 'Connector'); did you mean pkg.kv.impl.Connector? "
+        "(a guess: same name elsewhere)\n"
     )
     # Issue 19: the count after "in" is of files with an error; the scanned ones are labelled.
     assert result.stderr.startswith(
@@ -43,10 +44,25 @@ def test_json_format(tree) -> None:
     assert json.loads(result.stdout) == [{
         "path": "pkg/user.py", "line": 1, "column": 20, "code": "VAI001", "severity": "error",
         "message": "cannot import name 'Connector' from 'pkg.kv' (pkg/kv/__init__.py defines "
-                   "no 'Connector'); did you mean pkg.kv.impl.Connector?",
+                   "no 'Connector'); did you mean pkg.kv.impl.Connector? "
+                   "(a guess: same name elsewhere)",
         "module": "pkg.kv", "name": "Connector", "suggestion": "pkg.kv.impl.Connector",
     }]
-    assert result.stderr == ""
+    # Issue 19: the summary goes to stderr in every format (stdout stays the report), as
+    # `vam check` does; -q leaves it out.
+    assert result.stderr.startswith("vam verify-imports (static): 1 error, 0 warnings in 1 file;")
+    assert vam("-q", "--format", "json", "pkg").stderr == ""
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "github", "sarif"])
+def test_the_summary_counts_files_with_errors_in_every_format(tree, fmt: str) -> None:
+    tree({**BROKEN, "pkg/user2.py": "from pkg.kv import Connector\nfrom pkg.kv import Other\n"})
+    result = vam("--format", fmt, "pkg")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        "vam verify-imports (static): 3 errors, 0 warnings in 2 files; 5 files scanned (")
+    assert result.stderr.count("\n") == 1
+    assert "vam verify-imports" not in result.stdout
 
 
 def test_github_format(tree) -> None:

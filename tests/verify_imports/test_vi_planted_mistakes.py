@@ -106,7 +106,8 @@ def test_names_imported_from_a_package_whose_init_is_empty(tree) -> None:
     assert found[0].message == (
         "cannot import name 'AscendStoreConnector' from 'pkg.kv_pool.ascend_store' "
         "(pkg/kv_pool/ascend_store/__init__.py defines no 'AscendStoreConnector'); "
-        "did you mean pkg.kv_pool.ascend_store.ascend_store_connector.AscendStoreConnector?"
+        "did you mean pkg.kv_pool.ascend_store.ascend_store_connector.AscendStoreConnector? "
+        "(a guess: same name elsewhere)"
     )
     assert found[0].suggestion == (
         "pkg.kv_pool.ascend_store.ascend_store_connector.AscendStoreConnector")

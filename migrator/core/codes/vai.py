@@ -19,8 +19,10 @@ VAI_CODES: tuple[Code, ...] = (
         ),
         why="The import raises ImportError the moment the module is imported.",
         fix=(
-            "Import X from the module that defines it (the message's 'did you mean' names one when "
-            "X lives elsewhere), or add X to pkg.mod."
+            "Import X from the module that defines it, or add X to pkg.mod. With --against, "
+            "the message says where a bundled move table took X by that release ('moved to Y "
+            "in V (move table)') or that it removed X, with its hint; otherwise a 'did you mean' "
+            "is a guess by name, labelled '(a guess: same name elsewhere)'."
         ),
         bad="from vllm_ascend.distributed import MooncakeConnector",
         good=(
@@ -36,8 +38,10 @@ VAI_CODES: tuple[Code, ...] = (
         ),
         why="The import raises ModuleNotFoundError or ImportError at import time.",
         fix=(
-            "Import the module from where it lives now (the message suggests one when it can), or "
-            "count the dots of the relative import again."
+            "Import the module from where it lives now, or count the dots of the relative import "
+            "again. With --against, the message names the module's new home from a bundled move "
+            "table, or the release that removed it with the table's hint; a suggestion found by "
+            "name alone is labelled '(a guess: same name elsewhere)'."
         ),
         bad="import vllm_ascend.distributed.mooncake_connector",
         good="import vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector",
