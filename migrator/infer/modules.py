@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from migrator.infer.candidate import MAX_CANDIDATES, Candidate, listing
 from migrator.infer.index import Definition, Index, Module
+from migrator.infer.renames import Gains
 
 THRESHOLD = 0.5  # a module moved if at least half of its definitions are found in one place
 
@@ -53,9 +54,11 @@ class Destinations:
                     self.by_digest[definition.digest].add(module.dotted)
             self.gained[module.dotted] = count
 
-    def place(self, module: Module) -> list[Placement]:
+    def place(self, module: Module, gains: Gains | None = None) -> list[Placement]:
         """Targets holding at least THRESHOLD of `module`'s definitions, best first; none
-        when more than MAX_CANDIDATES tie for first (its names are everywhere: no evidence)."""
+        when more than MAX_CANDIDATES tie for first (its names are everywhere: no evidence).
+        With `gains`, a definition found nowhere by name or body counts where it was
+        renamed (`Gains.anywhere`)."""
         considered = _considered(module)
         if not considered:
             return []
@@ -69,6 +72,11 @@ class Destinations:
                     if name not in found[target]:
                         bodies[target].add(name)
                     found[target].add(name)
+            if gains is not None and not any(name in names for names in found.values()):
+                hit = gains.anywhere(module.dotted, definition)
+                if hit is not None:
+                    found[hit[0]].add(name)
+                    bodies[hit[0]].add(f"{name} -> {hit[1].name}")
         basename = module.dotted.rpartition(".")[2]
         out = []
         for target, names in found.items():
@@ -106,11 +114,12 @@ def best(placements: list[Placement]) -> Placement | None:
     return placements[0]
 
 
-def module_moves(old: Index, new: Index) -> list[Candidate]:
-    """Module moves, package collapses, merges and module removals from OLD to NEW."""
+def module_moves(old: Index, new: Index, gains: Gains | None = None) -> list[Candidate]:
+    """Module moves, package collapses, merges and module removals from OLD to NEW; with
+    `gains`, renamed definitions count where they landed."""
     gone = sorted(m for m in old.modules if not new.has(m))
     dest = Destinations(new.modules.values(), old)
-    placed = {m: dest.place(old.modules[m]) for m in gone}
+    placed = {m: dest.place(old.modules[m], gains) for m in gone}
     findings, covered = _collapses(old, new, gone, placed)
     for dotted in gone:
         if dotted not in covered:
@@ -203,7 +212,7 @@ def _why(module: Module, choice: Placement) -> str:
     total = len(_considered(module))
     why = f"score={len(choice.matched)}/{total} definitions found ({listing(list(choice.matched))})"
     if choice.by_body:
-        why += f"; by identical body: {listing(list(choice.by_body))}"
+        why += f"; by identical or similar body: {listing(list(choice.by_body))}"
     if choice.same_name:
         why += "; same module name"
     return why
