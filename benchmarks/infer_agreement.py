@@ -116,10 +116,18 @@ def step_comments(text: str, version: str | None, new: str) -> list[str]:
     return []
 
 
-def named(entry: Entry, comments: list[str]) -> bool:
+def named(entry: Entry, comments: list[str], text: str) -> bool:
+    """A comment of the step spells the old name's last component, or the shipped row is
+    directly preceded by a comment (its hand decision)."""
     last = entry[1].rpartition(".")[2]
     pattern = re.compile(rf"(?<![\w]){re.escape(last)}(?![\w])")
-    return any(pattern.search(line) for line in comments)
+    if any(pattern.search(line) for line in comments):
+        return True
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line == f'old = "{entry[1]}"' and i >= 2 and lines[i - 2].startswith("#"):
+            return lines[i - 1].startswith(f"[[step.{entry[0]}]]")
+    return False
 
 
 def run_pair(old: str, new: str, pack: rules.Pack, text: str) -> PairResult:
@@ -139,7 +147,7 @@ def run_pair(old: str, new: str, pack: rules.Pack, text: str) -> PairResult:
     comments = step_comments(text, out.step, new)
     for entry in sorted(shipped ^ emitted):
         side = "shipped only" if entry in shipped else "emitted only"
-        out.differing.append((entry, side, named(entry, comments)))
+        out.differing.append((entry, side, named(entry, comments, text)))
     return out
 
 

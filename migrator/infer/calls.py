@@ -109,3 +109,23 @@ def accepts(old: Params | None, new: Params | None) -> bool:
 def close_names(old: str, new: str) -> float:
     """How alike two names are (difflib ratio, 0 to 1)."""
     return difflib.SequenceMatcher(None, old, new).ratio()
+
+
+def registrations(tree: ast.Module, package: str) -> list[tuple[str, str]]:
+    """(name, module path) for each call that registers a module of `package` under a name
+    (`register_connector("Name", "pkg.mod", "Class")`: the first other string argument)."""
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        texts = [a.value for a in node.args if isinstance(a, ast.Constant)]
+        strings = [t for t in texts if isinstance(t, str)]
+        paths = [t for t in strings if t.startswith(package + ".") and _dotted(t)]
+        names = [t for t in strings if t not in paths]
+        if len(paths) == 1 and names:
+            out.append((names[0], paths[0]))
+    return out
+
+
+def _dotted(text: str) -> bool:
+    return all(part.isidentifier() for part in text.split("."))

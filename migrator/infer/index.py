@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from migrator.infer.calls import Params, params_of
+from migrator.infer.calls import Params, params_of, registrations
 
 SKETCH = 256  # trigram hashes kept per body: bounds memory, exact below this size
 
@@ -110,6 +110,8 @@ class Module:
     defs: dict[str, Definition] = field(default_factory=dict)
     imported: set[str] = field(default_factory=set)
     opaque: bool = False
+    # (name, module path) pairs this module registers (`calls.registrations`).
+    registered: list[tuple[str, str]] = field(default_factory=list)
 
     def binds(self, name: str) -> bool:
         return self.opaque or name in self.defs or name in self.imported
@@ -208,6 +210,9 @@ def _parse(data: bytes, dotted: str, is_package: bool, bodies: bool) -> Module |
         return None
     module = Module(dotted, is_package)
     _collect(tree.body, module, bodies)
+    package = dotted.split(".")[0]
+    if f"{package}.".encode() in data:  # cheap: most modules spell no path of their own
+        module.registered = registrations(tree, package)
     return module
 
 

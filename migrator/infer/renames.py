@@ -101,8 +101,9 @@ def gained_in(now: Module, old: Index, since: Module | None = None) -> list[Defi
     return [d for n, d in sorted(now.defs.items()) if previous is None or n not in previous.defs]
 
 
-def in_module(home: str, lost: Definition, now: Module, gained: list[Definition],
-              gains: Gains) -> Hit | None:
+def in_module(
+    home: str, lost: Definition, now: Module, gained: list[Definition], gains: Gains
+) -> Hit | None:
     """A rename inside `now`: by similar body, else by a close name; both must accept the
     old calls."""
     same_kind = [d for d in gained if d.kind == lost.kind]
