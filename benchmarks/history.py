@@ -2,6 +2,10 @@
 something, and the oldest one along the whole history.
 
     python benchmarks/history.py [--json OUT] [--markdown]
+    python benchmarks/history.py --infer [--pair NEW ...] [--json OUT] [--markdown]
+
+With `--infer`: `vam rules infer` against the pack's step on every consecutive pair of the
+whole history instead (benchmarks/infer_agreement.py says how entries are compared).
 
 Per consecutive pair (A, B) with a step of the bundled table in between: `vam migrate --from
 A --to B` on a copy of A's sdist; references rewritten by kind; `vam check --from A --to B`
@@ -205,11 +209,37 @@ def markdown(pairs: list[dict[str, object]], whole: dict[str, object]) -> str:
     return "\n".join(rows) + "\n\nwhole path: " + json.dumps(whole)
 
 
+def infer_report(out: Path | None, table: bool, only: list[str] | None) -> int:
+    """Infer's agreement per pair; exit 1 when more than one entry in ten differs, or a
+    differing entry has no comment in the pack."""
+    import infer_agreement
+
+    results = infer_agreement.run_all(only)
+    total = infer_agreement.totals(results)
+    text = json.dumps({"pairs": [r.row() for r in results], "total": total}, indent=2)
+    print(text)
+    if table:
+        print(infer_agreement.markdown(results))
+    if out:
+        out.write_text(text + "\n")
+    entries = max(total["shipped"], total["emitted"])
+    ok = total["differing"] == total["differing_commented"] and total["differing"] * 10 <= entries
+    return 0 if ok else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     parser.add_argument("--markdown", action="store_true", help="also print a Markdown table")
+    parser.add_argument(
+        "--infer", action="store_true", help="infer's agreement with the pack, every pair"
+    )
+    parser.add_argument(
+        "--pair", action="append", metavar="NEW", help="with --infer: only the pair ending at NEW"
+    )
     args = parser.parse_args()
+    if args.infer:
+        return infer_report(args.json, args.markdown, args.pair)
     work = Path(tempfile.mkdtemp(prefix="vam-history-"))
     try:
         pairs = []

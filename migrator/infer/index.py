@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from migrator.infer.calls import Params, params_of, registrations
+
 SKETCH = 256  # trigram hashes kept per body: bounds memory, exact below this size
 
 
@@ -29,6 +31,10 @@ class Definition:
     name: str
     kind: str
     node: ast.AST | None = None
+    # How it is called (see `calls`): kept after `settle`, since a renamed successor must
+    # accept the old calls and a dataclass base's fields are part of its subclasses' calls.
+    params: Params | None = None
+    bases: tuple[str, ...] = ()
 
     @cached_property
     def _parts(self) -> list[ast.AST]:
@@ -72,6 +78,8 @@ class Definition:
 
     def settle(self, keep: bool) -> None:
         """Compute what comparisons need when `keep`, then let the syntax tree go."""
+        if self.node is not None:
+            self.params, self.bases = params_of(self.node)
         if keep:
             for name in ("digest", "size", "sketch", "signature"):
                 getattr(self, name)
@@ -102,6 +110,8 @@ class Module:
     defs: dict[str, Definition] = field(default_factory=dict)
     imported: set[str] = field(default_factory=set)
     opaque: bool = False
+    # (name, module path) pairs this module registers (`calls.registrations`).
+    registered: list[tuple[str, str]] = field(default_factory=list)
 
     def binds(self, name: str) -> bool:
         return self.opaque or name in self.defs or name in self.imported
@@ -200,6 +210,9 @@ def _parse(data: bytes, dotted: str, is_package: bool, bodies: bool) -> Module |
         return None
     module = Module(dotted, is_package)
     _collect(tree.body, module, bodies)
+    package = dotted.split(".")[0]
+    if f"{package}.".encode() in data:  # cheap: most modules spell no path of their own
+        module.registered = registrations(tree, package)
     return module
 
 

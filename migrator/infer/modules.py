@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from migrator.infer.candidate import MAX_CANDIDATES, Candidate, listing
 from migrator.infer.index import Definition, Index, Module
+from migrator.infer.renames import Gains
 
 THRESHOLD = 0.5  # a module moved if at least half of its definitions are found in one place
 
@@ -53,9 +54,11 @@ class Destinations:
                     self.by_digest[definition.digest].add(module.dotted)
             self.gained[module.dotted] = count
 
-    def place(self, module: Module) -> list[Placement]:
+    def place(self, module: Module, gains: Gains | None = None) -> list[Placement]:
         """Targets holding at least THRESHOLD of `module`'s definitions, best first; none
-        when more than MAX_CANDIDATES tie for first (its names are everywhere: no evidence)."""
+        when more than MAX_CANDIDATES tie for first (its names are everywhere: no evidence).
+        With `gains`, a definition found nowhere by name or body counts where it was
+        renamed (`Gains.anywhere`)."""
         considered = _considered(module)
         if not considered:
             return []
@@ -69,6 +72,11 @@ class Destinations:
                     if name not in found[target]:
                         bodies[target].add(name)
                     found[target].add(name)
+            if gains is not None and not any(name in names for names in found.values()):
+                hit = gains.anywhere(module.dotted, definition)
+                if hit is not None:
+                    found[hit[0]].add(name)
+                    bodies[hit[0]].add(f"{name} -> {hit[1].name}")
         basename = module.dotted.rpartition(".")[2]
         out = []
         for target, names in found.items():
@@ -106,16 +114,67 @@ def best(placements: list[Placement]) -> Placement | None:
     return placements[0]
 
 
-def module_moves(old: Index, new: Index) -> list[Candidate]:
-    """Module moves, package collapses, merges and module removals from OLD to NEW."""
+def module_moves(old: Index, new: Index, gains: Gains | None = None) -> list[Candidate]:
+    """Module moves, package collapses, merges and module removals from OLD to NEW; with
+    `gains`, renamed definitions count where they landed."""
     gone = sorted(m for m in old.modules if not new.has(m))
     dest = Destinations(new.modules.values(), old)
-    placed = {m: dest.place(old.modules[m]) for m in gone}
+    placed = {m: dest.place(old.modules[m], gains) for m in gone}
     findings, covered = _collapses(old, new, gone, placed)
+    registry = _registered(old, new)
     for dotted in gone:
-        if dotted not in covered:
-            findings.append(_single(old.modules[dotted], placed[dotted]))
+        if dotted in covered:
+            continue
+        found = registry.get(dotted) or _single(old.modules[dotted], placed[dotted])
+        if found.kind == "removed":
+            found = _flattened(old.modules[dotted], old, new) or found
+        findings.append(found)
     return _mark_merges(findings)
+
+
+def _flattened(module: Module, old: Index, new: Index) -> Candidate | None:
+    """`pkg.store.engine` -> a NEW module `pkg.store_engine` (its package's name joined to
+    its own, born in NEW) when the two share a definition's or an import's name."""
+    package, _, name = module.dotted.rpartition(".")
+    grand, _, last = package.rpartition(".")
+    if not grand:
+        return None
+    target = f"{grand}.{last}_{name}"
+    after = new.modules.get(target)
+    if after is None or target in old.modules or not module.defs:
+        return None
+    shared = sorted(set(module.defs) & set(after.defs) | module.imported & after.imported)
+    if not shared:
+        return None
+    why = (
+        f"flattened: its package's name joined to its own, born in NEW, sharing "
+        f"{listing(shared)}; no single NEW module gained half of its definitions"
+    )
+    return Candidate("module", module.dotted, target, why)
+
+
+def _registered(old: Index, new: Index) -> dict[str, Candidate]:
+    """Gone modules that both releases register under the same name (a connector factory's
+    entry), NEW at another path: the project's own word for where the module went."""
+    before = {k: p for m in old.modules.values() for k, p in m.registered}
+    after: dict[str, set[str]] = defaultdict(set)
+    for module in new.modules.values():
+        for key, path in module.registered:
+            after[key].add(path)
+    found: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    for key, path in before.items():
+        if path in old.modules and not new.has(path) and len(after.get(key, ())) == 1:
+            target = next(iter(after[key]))
+            if target in new.modules and target not in old.modules:
+                found[path].add((target, key))
+    out = {}
+    for path, hits in found.items():
+        if len({t for t, _ in hits}) == 1:
+            target = next(iter(hits))[0]
+            names = ", ".join(sorted(k for _, k in hits))
+            why = f"registered as {names} in both releases, at {path} then at {target}"
+            out[path] = Candidate("module", path, target, why)
+    return out
 
 
 def _collapses(
@@ -132,46 +191,60 @@ def _collapses(
         children = sorted(m for m in old.modules if m.startswith(package + "."))
         if not children or not all(c in gone_set for c in children):
             continue
-        parent = _common_parent(package, children, placed, old, new)
+        parent, renamed = _common_parent(package, children, placed, old, new)
         if parent is None:
             continue
-        rels = [c[len(package) + 1 :] for c in children]
-        found = [p for c in (package, *children) if (p := best(placed[c])) is not None]
-        defined = sum(len(_considered(old.modules[c])) for c in (package, *children))
+        kept = [c for c in children if c not in renamed]
+        rels = [c[len(package) + 1 :] for c in kept]
+        found = [p for c in (package, *kept) if (p := best(placed[c])) is not None]
+        defined = sum(len(_considered(old.modules[c])) for c in (package, *kept))
         matched = sum(len(p.matched) for p in found)
         evidence = (
-            f"score={matched}/{defined} definitions; package collapse: all {len(children)} "
-            f"modules of {package} are under {parent} with the same relative names "
-            f"({listing(rels)})"
+            f"score={matched}/{defined} definitions; package collapse: "
+            f"{'all ' if not renamed else ''}{len(kept)} modules of {package} are under "
+            f"{parent} with the same relative names ({listing(rels)})"
         )
+        if renamed:
+            evidence += f"; {listing([c[len(package) + 1 :] for c in renamed])} renamed there"
         findings.append(Candidate("module", package, parent, evidence, submodules=tuple(rels)))
-        covered.update((package, *children))
+        covered.update((package, *kept))
     return findings, covered
 
 
 def _common_parent(
     package: str, children: list[str], placed: dict[str, list[Placement]], old: Index, new: Index
-) -> str | None:
-    """The one NEW parent that every child's placement agrees on, if all children exist there."""
+) -> tuple[str | None, list[str]]:
+    """The one NEW parent that every child's placement agrees on, if all children exist
+    there, and the children that landed under it with another name (their own rows). A
+    package with renamed children collapses only when every NEW module under the parent is
+    where one of its modules went: a row must not claim NEW modules as homes of old paths."""
     parents: set[str] = set()
+    targets: dict[str, str] = {}
     for child in (package, *children):
         rel = child[len(package) :]  # "" for the package itself, ".sub" for a child
         choice = best(placed[child])
         if choice is None:
             if placed[child]:
-                return None  # ambiguous: never guess
+                return None, []  # ambiguous: never guess
             continue
-        if rel and not choice.target.endswith(rel):
-            return None
-        parents.add(choice.target[: len(choice.target) - len(rel)])
+        targets[child] = choice.target
+        if not rel or choice.target.endswith(rel):
+            parents.add(choice.target[: len(choice.target) - len(rel)])
     if len(parents) != 1:
-        return None
+        return None, []
     parent = parents.pop()
+    renamed = [c for c in children if c in targets and targets[c] != parent + c[len(package) :]]
     for child in children:
-        target = parent + child[len(package) :]
-        if target not in new.modules or target in old.modules:
-            return None
-    return parent
+        target = targets.get(child, parent + child[len(package) :])
+        inside = target == parent or target.startswith(parent + ".")
+        if target not in new.modules or target in old.modules or not inside:
+            return None, []
+    if renamed:
+        homes = {parent, *targets.values()}
+        under = [m for m in new.modules if m.startswith(parent + ".")]
+        if any(m not in homes for m in under) or len(renamed) * 2 >= len(children):
+            return None, []
+    return parent, renamed
 
 
 def _single(module: Module, placements: list[Placement]) -> Candidate:
@@ -203,7 +276,7 @@ def _why(module: Module, choice: Placement) -> str:
     total = len(_considered(module))
     why = f"score={len(choice.matched)}/{total} definitions found ({listing(list(choice.matched))})"
     if choice.by_body:
-        why += f"; by identical body: {listing(list(choice.by_body))}"
+        why += f"; by identical or similar body: {listing(list(choice.by_body))}"
     if choice.same_name:
         why += "; same module name"
     return why

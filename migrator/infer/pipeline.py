@@ -19,7 +19,8 @@ from migrator.infer.emit import Header, render
 from migrator.infer.gitsource import Interim
 from migrator.infer.index import Module, build_indexes, module_name, parse_definitions
 from migrator.infer.modules import interim_moves, module_moves
-from migrator.infer.symbols import renames_in_moved, symbol_moves
+from migrator.infer.renames import Gains
+from migrator.infer.symbols import moved_names, symbol_moves
 from rules import RulesError, is_under, parse
 from rules.schema import VERSION_RE
 
@@ -99,15 +100,20 @@ def infer(
     old_index, new_index = build_indexes(old.files, new.files, packages, tick)
     if scope and not (old_index.has(scope) or new_index.has(scope)):
         raise InputError(f"--under {scope}: no such module or package in either release")
-    moves = module_moves(old_index, new_index)
+    gains = Gains(old_index, new_index)
+    moves = module_moves(old_index, new_index, gains)
     findings = [
         *moves,
-        *symbol_moves(old_index, new_index),
-        *renames_in_moved(old_index, new_index, moves),
+        *symbol_moves(old_index, new_index, gains),
+        *moved_names(old_index, new_index, moves, gains),
         *interim_moves(_interim_modules(interims, packages), new_index),
     ]
     if scope:
-        findings = [f for f in findings if _touches(f, scope)]
+        # A row below a module whose move touches the scope belongs to that move.
+        moved = [f.old for f in moves if f.kind == "module" and f.active and _touches(f, scope)]
+        findings = [
+            f for f in findings if _touches(f, scope) or any(is_under(f.old, m) for m in moved)
+        ]
     header = Header(
         name=packages[0] if len(packages) == 1 else "inferred",
         packages=tuple(packages),

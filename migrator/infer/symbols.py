@@ -1,49 +1,44 @@
-"""Symbol moves: public names that left a module which stays, and renames.
+"""Symbol moves: public names that left a module which stays or moved, and renames.
 
-A name is lost when NEW's module neither defines nor imports it (a re-export counts as
-still present). Its destination, in order: the one NEW module that gained a definition of
-that name; else the one gained definition with an identical body (a rename); else, in
-the same module, the gained definition of the same kind with the most similar body. With
-several candidates nothing is guessed: the entry is emitted commented out; with more
-than MAX_CANDIDATES it is reported as removed, naming where the name is still defined.
+A name is lost when the module it is in now (the same module, or where its module moved)
+neither defines nor imports it (a re-export counts as still present). Its destination, in
+order: the one NEW module that gained a definition of that name; else the one gained
+definition with an identical body (a rename); else a rename (`renames`: a similar body or
+a close name, accepting the old calls). With several candidates nothing is guessed: the
+entry is emitted commented out; with more than MAX_CANDIDATES it is reported as removed,
+naming where the name is still defined. Inside a moved module the same rows are written:
+a `[[step.symbol]]` or `[[step.removed]]` below a `[[step.module]]` wins for its name.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from migrator.infer.candidate import MAX_CANDIDATES, Candidate, listing
 from migrator.infer.index import Definition, Index, Module, similarity
+from migrator.infer.renames import (
+    MIN_BODY_SHINGLES,
+    RENAME_SIMILARITY,
+    Gains,
+    Hit,
+    best_similar,
+    distinctive,
+    gained_in,
+    in_module,
+)
 
-RENAME_SIMILARITY = 0.6  # Jaccard of token trigrams; edited-but-same functions score higher
-MIN_BODY_SHINGLES = 6  # bodies smaller than this (`pass`, `return None`) match anything
-
-
-class Gains:
-    """Every definition NEW gained, by name and by body digest, as (module, Definition)."""
-
-    def __init__(self, old: Index, new: Index) -> None:
-        self.by_name: dict[str, list[tuple[str, Definition]]] = defaultdict(list)
-        self.by_digest: dict[str, list[tuple[str, Definition]]] = defaultdict(list)
-        self.kept: dict[str, list[tuple[str, Definition]]] = defaultdict(list)
-        for dotted in sorted(new.modules):
-            previous = old.modules.get(dotted)
-            for name, definition in sorted(new.modules[dotted].defs.items()):
-                if previous is not None and name in previous.defs:
-                    self.kept[name].append((dotted, definition))
-                    continue
-                self.by_name[name].append((dotted, definition))
-                if _distinctive(definition):
-                    self.by_digest[definition.digest].append((dotted, definition))
-
-
-def _distinctive(definition: Definition) -> bool:
-    return definition.kind != "variable" and definition.size >= MIN_BODY_SHINGLES
+__all__ = [
+    "MIN_BODY_SHINGLES",
+    "RENAME_SIMILARITY",
+    "Gains",
+    "best_similar",
+    "moved_names",
+    "renames_in_moved",
+    "symbol_moves",
+]
 
 
-def symbol_moves(old: Index, new: Index) -> list[Candidate]:
+def symbol_moves(old: Index, new: Index, gains: Gains | None = None) -> list[Candidate]:
     """Symbol moves, renames and symbol removals for modules present in both releases."""
-    gains = Gains(old, new)
+    gains = gains or Gains(old, new)
     findings = []
     for dotted in sorted(old.modules):
         now = new.modules.get(dotted)
@@ -52,44 +47,111 @@ def symbol_moves(old: Index, new: Index) -> list[Candidate]:
         before = old.modules[dotted]
         for name in before.public():
             if not now.binds(name):
-                findings.append(_place(before, before.defs[name], now, old, gains))
+                findings.append(place(before, before.defs[name], now, gains))
     return findings
 
 
-def _place(before: Module, lost: Definition, now: Module, old: Index, gains: Gains) -> Candidate:
+def moved_names(
+    old: Index, new: Index, moves: list[Candidate], gains: Gains | None = None
+) -> list[Candidate]:
+    """Renames, moves elsewhere and removals of the names inside moved modules (the module
+    row moves the rest); for a removed module, the names NEW still has elsewhere."""
+    gains = gains or Gains(old, new)
+    findings = []
+    for move in moves:
+        if not move.active or move.intermediate or move.kind not in ("module", "removed"):
+            continue
+        pairs = [(move.old, move.new)]
+        pairs += [(f"{move.old}.{s}", f"{move.new}.{s}") for s in move.submodules]
+        for source, target in pairs:
+            before = old.modules.get(source)
+            if before is None:
+                continue
+            after = new.modules.get(target) if move.kind == "module" else None
+            if move.kind == "module" and after is None:
+                continue
+            for name in before.public():
+                if after is None:
+                    findings += _survivor(before, before.defs[name], gains)
+                elif not after.binds(name):
+                    findings.append(place(before, before.defs[name], after, gains))
+    return findings
+
+
+def _survivor(before: Module, lost: Definition, gains: Gains) -> list[Candidate]:
+    """A name of a removed module that one NEW module defines with the identical body (not
+    a bare literal: `MSG = b"done"` in two modules is no move)."""
+    if lost.size < MIN_BODY_SHINGLES:
+        return []
+    same = [
+        m
+        for m, d in (*gains.by_name.get(lost.name, []), *gains.kept.get(lost.name, []))
+        if d.digest == lost.digest
+    ]
+    if len(same) != 1:
+        return []
+    evidence = (
+        f"score=1.00 identical body; the one NEW module that defines `{lost.name}` "
+        f"(its module {before.dotted} was removed)"
+    )
+    return [Candidate("symbol", f"{before.dotted}.{lost.name}", f"{same[0]}.{lost.name}", evidence)]
+
+
+# The name this module had before: `renames_in_moved` now writes every row, not only renames.
+renames_in_moved = moved_names
+
+
+def place(before: Module, lost: Definition, now: Module | None, gains: Gains) -> Candidate:
+    """Where `lost` (a public name of OLD module `before`) is in NEW; `now` is the NEW
+    module it would be in had it not left (None: its module was removed)."""
     old_name = f"{before.dotted}.{lost.name}"
-    named = [(m, d) for m, d in gains.by_name.get(lost.name, []) if m != before.dotted]
+    here = now.dotted if now is not None else before.dotted
+    named = [(m, d) for m, d in gains.by_name.get(lost.name, []) if m != here]
     if lost.kind == "variable":
         # A constant's name proves little (`logger` is everywhere): every module that
         # defines it is a candidate, not only those that gained it.
-        named += [(m, d) for m, d in gains.kept.get(lost.name, []) if m != before.dotted]
+        named += [(m, d) for m, d in gains.kept.get(lost.name, []) if m != here]
     if 0 < len(named) <= MAX_CANDIDATES:
         return _by_name(old_name, lost, named)
     same_body = [
         (m, d)
         for m, d in gains.by_digest.get(lost.digest, [])
-        if d.kind == lost.kind and _distinctive(lost)
+        if d.kind == lost.kind and distinctive(lost)
     ]
     if same_body:
         return _choose(old_name, same_body, "renamed: identical body", lost)
-    renamed = _similar(lost, now, old)
+    renamed = _renamed(before, lost, now, gains)
     if renamed is not None:
-        definition, score, runner_up = renamed
-        return Candidate(
-            "symbol",
-            old_name,
-            f"{now.dotted}.{definition.name}",
-            f"score={score:.2f} body similarity (next best {runner_up:.2f}); renamed in place: "
-            f"{lost.name} -> {definition.name}",
-        )
+        return _rename(old_name, lost, renamed, here)
     still = sorted({m for m, _ in (*named, *gains.kept.get(lost.name, []))})
     elsewhere = f"; a `{lost.name}` is still defined in {listing(still)}" if still else ""
     return Candidate(
         "removed",
         old_name,
-        evidence="no NEW module gained a definition with this name, this body, or a similar "
-        "body here",
+        evidence="no NEW module gained a definition with this name, this body, a similar "
+        "body or a close name that accepts the same calls",
         hint=f"`{lost.signature}` was removed in this release{elsewhere}",
+    )
+
+
+def _renamed(before: Module, lost: Definition, now: Module | None, gains: Gains) -> Hit | None:
+    if now is not None:
+        since = before if now.dotted != before.dotted else None
+        hit = in_module(before.dotted, lost, now, gained_in(now, gains.old, since), gains)
+        if hit is not None:
+            return hit
+    return gains.anywhere(before.dotted, lost)
+
+
+def _rename(old_name: str, lost: Definition, hit: Hit, here: str) -> Candidate:
+    module, found, score, runner_up = hit
+    where = "in place" if module == here else f"into {module}"
+    if score < 0:
+        why = f"close name, same calls; renamed {where}"
+    else:
+        why = f"score={score:.2f} body similarity (next best {runner_up:.2f}); renamed {where}"
+    return Candidate(
+        "symbol", old_name, f"{module}.{found.name}", f"{why}: {lost.name} -> {found.name}"
     )
 
 
@@ -125,60 +187,3 @@ def _choose(
         blocked="ambiguous target",
         candidates=targets,
     )
-
-
-def _similar(lost: Definition, now: Module, old: Index) -> tuple[Definition, float, float] | None:
-    """The gained definition of `now` most like `lost`, when it clearly stands out."""
-    previous = old.modules.get(now.dotted)
-    gained = [
-        d
-        for name, d in sorted(now.defs.items())
-        if d.kind == lost.kind and (previous is None or name not in previous.defs)
-    ]
-    return best_similar(lost, gained)
-
-
-def best_similar(
-    lost: Definition, gained: list[Definition]
-) -> tuple[Definition, float, float] | None:
-    """(best, its score, the runner-up's score) when best >= RENAME_SIMILARITY and unique."""
-    scored = sorted(((similarity(lost, d), d.name, d) for d in gained), key=lambda t: (-t[0], t[1]))
-    if not scored or scored[0][0] < RENAME_SIMILARITY:
-        return None
-    runner_up = scored[1][0] if len(scored) > 1 else 0.0
-    if runner_up == scored[0][0]:
-        return None
-    return scored[0][2], scored[0][0], runner_up
-
-
-def renames_in_moved(old: Index, new: Index, moves: list[Candidate]) -> list[Candidate]:
-    """Renames inside moved modules, emitted commented out: a [[step.symbol]] may not start
-    from a module that a [[step.module]] moves, so the table cannot express them."""
-    findings = []
-    for move in moves:
-        if move.kind != "module" or not move.active or move.intermediate:
-            continue
-        pairs = [(move.old, move.new)]
-        pairs += [(f"{move.old}.{s}", f"{move.new}.{s}") for s in move.submodules]
-        for source, target in pairs:
-            before, after = old.modules.get(source), new.modules.get(target)
-            if before is None or after is None:
-                continue
-            gained = [d for n, d in sorted(after.defs.items()) if n not in before.defs]
-            for name in before.public():
-                if after.binds(name):
-                    continue
-                lost = before.defs[name]
-                hit = best_similar(lost, [d for d in gained if d.kind == lost.kind])
-                if hit is not None:
-                    findings.append(
-                        Candidate(
-                            "symbol",
-                            f"{source}.{name}",
-                            f"{target}.{hit[0].name}",
-                            f"score={hit[1]:.2f} body similarity; renamed inside moved module "
-                            f"{source} -> {target}",
-                            blocked="the format cannot express a rename inside a moved module",
-                        )
-                    )
-    return findings
