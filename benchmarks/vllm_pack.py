@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from migrator.core.dists import fetch
 from migrator.core.sources import Source, open_release
-from migrator.infer.candidate import Candidate, under
+from migrator.infer.candidate import Candidate
 from migrator.infer.emit import Header, render
 from migrator.infer.index import build_indexes
 from migrator.infer.modules import module_moves
@@ -31,6 +31,7 @@ from migrator.verify_imports import findings as codes
 from migrator.verify_imports.against import Dist, dist_from_source
 from migrator.verify_imports.index import index_source
 from migrator.verify_imports.strings import dotted_strings
+from rules import is_under as under
 
 VERSIONS = ("0.11.0", "0.11.1", "0.11.2", "0.12.0", "0.13.0")
 ASCEND = ("0.11.0", "0.13.0")

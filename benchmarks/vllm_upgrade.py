@@ -100,8 +100,9 @@ def main() -> None:
     migrate = [VAM, "migrate", "--rules", "vllm", "--from", "0.11.0", "--to", "0.13.0", *TARGETS]
     seconds, out, err = run(migrate, tree)
     removed = sorted(set(re.findall(r"VAM003 '([\w.]+)'", out + err)))
-    print(f"migrate: {err.strip().splitlines()[-1] if err.strip() else ''} in {seconds:.1f} s; "
-          f"removed (VAM003): {', '.join(removed)}")
+    # The summary line, not the per-kind counts printed under it.
+    summary = next((line for line in err.splitlines() if line.startswith("vam: ")), "")
+    print(f"migrate: {summary} in {seconds:.1f} s; removed (VAM003): {', '.join(removed)}")
     seconds, out, _ = run(check, tree)
     left = re.findall(r"VAI00[12] (?:cannot import name '(\w+)' from '([\w.]+)'|no module named "
                       r"'([\w.]+)')", out)

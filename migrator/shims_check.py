@@ -10,22 +10,24 @@ missing first-party module is a failure.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import subprocess
 import sys
-import textwrap
+import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from migrator.shims_probe import PROBE_SOURCE, WarmProbes
 from rules import Pack
 from shims import ShimFinder, default_env_var
 from shims._targets import Installed
 
-DEFAULT_TIMEOUT_S = 60.0
+# Per wait. The slowest probe measured: 96 s, a fresh interpreter at load 22 on 2 cores
+# (vLLM and torch imported cold); 60 s timed out 8-9 probes there. 3x that, with margin.
+DEFAULT_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -160,12 +162,25 @@ def check(
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONWARNINGS", pack.shims_env)}
     env.pop(default_env_var(pack), None)
     workers = jobs or min(4, os.cpu_count() or 1)
+    mine = threading.local()
+    servers: list[WarmProbes] = []
 
     def run(probe: Probe) -> ProbeResult:
-        return _run_probe(probe, paths, first_party, env, timeout)
+        server = getattr(mine, "server", None)
+        if server is None:
+            server = mine.server = WarmProbes(paths, first_party, env, timeout)
+            servers.append(server)
+        seen = server.run(_args(probe, paths, first_party))
+        if seen is None:
+            return _run_probe(probe, paths, first_party, env, timeout)
+        return _result(probe, seen, timeout)
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = Results(pool.map(run, todo))
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results = Results(pool.map(run, todo))
+    finally:
+        for server in servers:
+            server.close()
     results.extend(unserved(pack, finder))
     results.steps = verdicts(pack, finder)
     return results
@@ -181,10 +196,8 @@ class Results(list[ProbeResult]):
         self.steps = []
 
 
-def _run_probe(
-    probe: Probe, paths: list[str], first_party: list[str], env: dict[str, str], timeout: float
-) -> ProbeResult:
-    args = {
+def _args(probe: Probe, paths: list[str], first_party: list[str]) -> dict[str, Any]:
+    return {
         "old": probe.old,
         "new": probe.new,
         "kind": probe.kind,
@@ -193,21 +206,36 @@ def _run_probe(
         "paths": paths,
         "first_party": first_party,
     }
+
+
+def _run_probe(
+    probe: Probe, paths: list[str], first_party: list[str], env: dict[str, str], timeout: float
+) -> ProbeResult:
+    """`probe` in a fresh interpreter of its own."""
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", _PROBE_SOURCE, json.dumps(args)],
+            [sys.executable, "-c", PROBE_SOURCE, json.dumps(_args(probe, paths, first_party))],
             env=env,
             capture_output=True,
             text=True,
             timeout=timeout,
         )
     except subprocess.TimeoutExpired:
-        return ProbeResult(probe, None, None, None, "timeout", f"no answer in {timeout:g} s")
+        return _result(probe, {"timeout": True}, timeout)
     try:
         seen = json.loads(proc.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
         tail = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-        return ProbeResult(probe, None, None, None, "FAIL", f"probe crashed: {tail}")
+        seen = {"crash": tail}
+    return _result(probe, seen, timeout)
+
+
+def _result(probe: Probe, seen: dict[str, Any], timeout: float) -> ProbeResult:
+    """The result of a probe from what it saw (as `shims_probe._probe` returns it)."""
+    if seen.get("timeout"):
+        return ProbeResult(probe, None, None, None, "timeout", f"no answer in {timeout:g} s")
+    if "crash" in seen:
+        return ProbeResult(probe, None, None, None, "FAIL", f"probe crashed: {seen['crash']}")
     if seen["skip"]:
         return ProbeResult(probe, None, None, None, f"skipped (missing {seen['skip']})")
     ok = seen["imports"] and seen["warns_once"] and seen["same"]
@@ -220,103 +248,6 @@ def _run_probe(
         "; ".join(seen["problems"]),
     )
 
-
-# The probe runs in a fresh interpreter from its source text: each function below is stdlib
-# only and self-contained (its imports inside), and `_PROBE_SOURCE` is their text.
-
-
-def _probe_load(a: dict[str, Any], dotted: str) -> object:  # pragma: no cover - subprocess
-    """The object `dotted` names, reached as user code reaches it."""
-    import importlib
-
-    if a["kind"] == "module":
-        return importlib.import_module(dotted)
-    # A real use, as user code writes it: `getattr(module, name)` would be a probe,
-    # which the shims answer without a warning.
-    module, _, name = dotted.rpartition(".")
-    scope: dict[str, object] = {}
-    exec(f"from {module} import {name} as value", scope)
-    return scope["value"]
-
-
-def _probe_same(
-    a: dict[str, Any], first: object, second: object, target: object, problems: list[str]
-) -> bool:  # pragma: no cover - runs in the probe subprocess
-    """Whether both loads of the old name gave the new name's object (and, for a symbol,
-    whether `dir()` of its old module lists it); each miss is added to `problems`."""
-    import sys
-
-    same = first is target and second is target
-    if a["kind"] == "module":
-        same = same and sys.modules.get(a["old"]) is target
-    else:
-        module, _, name = a["old"].rpartition(".")
-        if name not in dir(sys.modules[module]):
-            problems.append(f"{name} not in dir({module})")
-            same = False
-    if not same:
-        problems.append(f"{a['old']} is not {a['new']}")
-    return same
-
-
-def _probe_warned_once(
-    a: dict[str, Any], caught: list[Any], problems: list[str]
-) -> bool:  # pragma: no cover - runs in the probe subprocess
-    """Whether the table row warned exactly once, at the probe's line, naming old, step and
-    `vam migrate`; what is wrong otherwise is added to `problems`."""
-    ours = [w for w in caught if getattr(w.message, "old", None) == a["row"]]
-    text = str(ours[0].message) if ours else ""
-    named = all(s in text for s in (a["row"], a["version"], "vam migrate"))
-    once = len(ours) == 1 and issubclass(ours[0].category, DeprecationWarning)
-    # The probe's own line is the user's: `<string>`, as `python -c` names it.
-    here = once and ours[0].filename == "<string>"
-    if len(ours) != 1:
-        problems.append(f"{len(ours)} warnings for {a['row']}, expected 1")
-    elif not here:
-        problems.append(f"warning attributed to {ours[0].filename}:{ours[0].lineno}")
-    elif not named:
-        problems.append(f"warning does not name old, step and `vam migrate`: {text}")
-    return once and named and here
-
-
-def _probe() -> None:  # pragma: no cover - runs in the probe subprocess
-    """The probe: loads the old name twice and the new one once; prints what it saw as JSON."""
-    import json
-    import sys
-    import traceback
-    import warnings
-
-    a = json.loads(sys.argv[1])
-    sys.path[:0] = a["paths"]
-    seen: dict[str, object] = {"imports": False, "warns_once": None, "same": None, "skip": None}
-    problems: list[str] = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            first = _probe_load(a, a["old"])
-            second = _probe_load(a, a["old"])
-            seen["imports"] = True
-            target = _probe_load(a, a["new"])
-        except ModuleNotFoundError as exc:
-            top = (exc.name or "").split(".")[0]
-            if top and top not in a["first_party"]:
-                seen["skip"] = exc.name
-            problems.append(f"{type(exc).__name__}: {exc}")
-        except Exception as exc:
-            problems.append("".join(traceback.format_exception_only(type(exc), exc)).strip())
-        else:
-            seen["same"] = _probe_same(a, first, second, target, problems)
-    if seen["imports"]:
-        seen["warns_once"] = _probe_warned_once(a, caught, problems)
-    seen["problems"] = problems
-    print(json.dumps(seen))
-
-
-# Annotations stay unevaluated in the subprocess, as they are here.
-_PROBE_SOURCE = "from __future__ import annotations\n\n" + "\n\n".join(
-    textwrap.dedent(inspect.getsource(f))
-    for f in (_probe_load, _probe_same, _probe_warned_once, _probe)
-) + "\n_probe()\n"
 
 _HEADERS = ("old", "new", "imports", "warns once", "same object", "status")
 

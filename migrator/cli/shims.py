@@ -29,9 +29,9 @@ def shims_group() -> None:
     "--timeout",
     "timeout_s",
     type=float,
-    default=60.0,
+    default=300.0,
     show_default=True,
-    help="Seconds one probe may take.",
+    help="Seconds one probe may take (and, after it, the import of what it needed).",
 )
 @opt.jobs("Probes run in parallel.")
 def shims_check(
@@ -39,9 +39,11 @@ def shims_check(
 ) -> None:
     """Probe every old name of the table in a fresh interpreter.
 
-    For each old module path (rows and their listed submodules) and each moved symbol: it
-    imports, it warns exactly once at the importing line, and it is the same object as the
-    new name. A probe that needs a missing optional third-party module is skipped.
+    Each probe runs in a child forked from an interpreter holding the third-party modules
+    (vLLM, torch) earlier probes imported, never a first-party one. For each old module
+    path (rows and their listed submodules) and each moved symbol: it imports, it warns
+    exactly once at the importing line, and it is the same object as the new name. A probe
+    that needs a missing optional third-party module is skipped.
 
     Exit status: 0 every probe passed or was skipped, 1 a probe failed, 2 usage error
     (including: the table's package is not importable here, so nothing can be checked).

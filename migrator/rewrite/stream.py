@@ -64,7 +64,7 @@ class Edits:
 
 
 @dataclass
-class Outcome:
+class StreamResult:
     """What streaming one file found: `failure` is why it could not be decoded, if so."""
 
     findings: list[F.Finding] = field(default_factory=list)
@@ -117,7 +117,7 @@ def screen(path: Path, packages: tuple[bytes, ...]) -> Streamed | bytes | None:
 
 def rewrite(
     path: Path, packages: tuple[bytes, ...], line_rewrite: LineRewrite, *, diff: bool
-) -> Outcome:
+) -> StreamResult:
     """The findings and edits of the text file at `path`, read a piece at a time. `diff`:
     the file is a unified diff. Nothing at all when it holds a NUL byte (binary) or a
     `vam: ignore-file` pragma, as for a file read whole.
@@ -125,7 +125,7 @@ def rewrite(
     Raises:
         OSError: it cannot be read.
     """
-    outcome = Outcome()
+    outcome = StreamResult()
     spans: list[tuple[int, int, bytes]] = []
     tracker = DiffLines(diff)
     line, tail = 1, b""
@@ -133,7 +133,7 @@ def rewrite(
         info = os.fstat(handle.fileno())
         for offset, piece, after in pieces(handle):
             if b"\x00" in piece or _ignores_file(tail, piece):
-                return Outcome(encoding=outcome.encoding)
+                return StreamResult(encoding=outcome.encoding)
             before, tail = tail, piece[-_CONTEXT:]
             try:
                 text = piece.decode("utf-8")

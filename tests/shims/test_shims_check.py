@@ -200,3 +200,47 @@ def test_package_not_importable_is_one_line_exit_2(tmp_path: Path) -> None:
         "vam: error: vllm_ascend, the package the table moves, is not importable in this "
         "environment: nothing to check (install it, or pass --package-path DIR)"
     ]
+
+
+def _with_heavy_dependency(acme: Tree, body: str) -> None:
+    """acme imports a third-party module `heavydep` (as vllm_ascend imports vLLM and torch)
+    that logs each import of itself."""
+    init = (acme.root / "acme/__init__.py").read_text()
+    acme.write({"heavydep.py": body, "acme/__init__.py": "import heavydep  # noqa\n" + init})
+
+
+def test_probes_import_third_party_modules_once_per_worker(
+    acme: Tree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 19: `vam shims check` timed out on a loaded 2-core machine, each probe importing
+    vLLM and torch again. A third-party module is imported by the first probe and by the
+    interpreter the later probes are forked from, never again; each probe still passes."""
+    log = tmp_path / "imports.log"
+    monkeypatch.setenv("HEAVYDEP_LOG", str(log))
+    _with_heavy_dependency(acme, "import os\nopen(os.environ['HEAVYDEP_LOG'], 'a').write('x')\n")
+    result = vam(
+        "shims", "check", "--rules", str(acme.root / "acme/rules.toml"),
+        "--package-path", str(acme.root), "--jobs", "1", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == "9 old names: 9 ok, 0 skipped, 0 failed"
+    assert log.read_text() == "xx"  # the first probe, then the warm interpreter: not 9 times
+
+
+def test_a_third_party_module_that_imports_first_party_code_gets_fresh_probes(
+    acme: Tree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Warming up must not import a first-party module (the probes must find it unimported):
+    where a third-party module pulls one in, every later probe runs in a fresh interpreter."""
+    log = tmp_path / "imports.log"
+    monkeypatch.setenv("HEAVYDEP_LOG", str(log))
+    _with_heavy_dependency(
+        acme, "import os\nopen(os.environ['HEAVYDEP_LOG'], 'a').write('x')\nimport acme.utils\n"
+    )
+    result = vam(
+        "shims", "check", "--rules", str(acme.root / "acme/rules.toml"),
+        "--package-path", str(acme.root), "--jobs", "1", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1] == "9 old names: 9 ok, 0 skipped, 0 failed"
+    assert log.read_text() == "x" * 10  # the first probe, the warm-up, then 8 fresh probes
