@@ -9,6 +9,7 @@ table package (or a local alias of one), string literals, f-strings and calls.
 from __future__ import annotations
 
 import ast
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from migrator.core.edits import NEWLINE, LineIndex
@@ -23,16 +24,26 @@ class SourceMap(LineIndex):
     def __init__(self, text: str):
         super().__init__(text)
         self.text = text
+        # line number -> where its non-ASCII characters start (UTF-8 byte columns), and the
+        # bytes they add beyond one each, running total: made once per line asked for.
+        self._wide: dict[int, tuple[list[int], list[int]]] = {}
 
     def line(self, number: int) -> str:
         end = self.starts[number] if number < len(self.starts) else len(self.text)
         return self.text[self.starts[number - 1] : end]
 
     def offset(self, lineno: int, col_bytes: int) -> int:
-        line = self.line(lineno)
-        if not line.isascii():
-            col_bytes = len(line.encode("utf-8")[:col_bytes].decode("utf-8", "ignore"))
-        return self.starts[lineno - 1] + col_bytes
+        """The text offset of a UTF-8 byte column: a lookup, never a copy of the line (a
+        long line with thousands of sites would be copied once per site)."""
+        start = self.starts[lineno - 1]
+        if self.text.isascii():
+            return start + col_bytes
+        wide = self._wide.get(lineno)
+        if wide is None:
+            wide = self._wide[lineno] = _wide_chars(self.line(lineno))
+        columns, extra = wide
+        before = bisect_left(columns, col_bytes)  # wide characters that start before it
+        return start + col_bytes - (extra[before - 1] if before else 0)
 
     def span(self, node: ast.expr | ast.stmt) -> tuple[int, int]:
         end_line, end_col = node.end_lineno or node.lineno, node.end_col_offset or 0
@@ -133,6 +144,20 @@ class Locator:
         elif isinstance(node, ast.Call):
             self.sites.calls.append(node)
         return True
+
+
+def _wide_chars(line: str) -> tuple[list[int], list[int]]:
+    """(byte column of each non-ASCII character of `line`, the extra bytes up to and
+    including it)."""
+    columns: list[int] = []
+    extra: list[int] = []
+    added = 0
+    for index, char in enumerate(line):
+        if char > "\x7f":
+            columns.append(index + added)
+            added += len(char.encode("utf-8", "surrogatepass")) - 1
+            extra.append(added)
+    return columns, extra
 
 
 def _added(node: ast.BinOp) -> list[ast.expr]:

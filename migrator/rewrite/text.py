@@ -45,13 +45,14 @@ def pinned_references(text: str, resolver: Resolver) -> Iterator[tuple[TextEdit,
 def _references(text: str, resolver: Resolver) -> Iterator[tuple[TextEdit, str | None]]:
     if not any(p in text for p in resolver.packages):
         return
+    links = _Links(text)
     for match in _reference_re(resolver.packages).finditer(text):
         if match.group("slashed") is not None:
             edit = _path_edit(text, match, resolver)
         else:
             edit = _dotted_edit(match, resolver)
         if edit is not None:
-            yield edit, pinned_ref(text, match.start())
+            yield edit, links.pinned_ref(match.start())
 
 
 # A link into a repository at a ref: GitHub/Gitee/GitLab `/blob|tree|raw|blame/<ref>/`,
@@ -65,19 +66,44 @@ _LINK_AT_REF = re.compile(
 _PINNED_REF = re.compile(r"v?\d+(?:\.\d+)+[-.\w]*|releases?/.+|[0-9a-f]{7,40}")
 
 
-def pinned_ref(text: str, start: int) -> str | None:
-    """The ref a URL reaching up to `start` (a reference inside its path) is pinned to, or
-    None: no URL, or one at main, master, HEAD or another moving branch."""
-    line_start = max(text.rfind("\n", 0, start), text.rfind("\r", 0, start)) + 1
-    head = text[line_start:start]
-    scheme = head.rfind("http")
-    if scheme < 0 or re.search(r"[\s<>\"'()\[\]]", head[scheme:]):
-        return None  # no URL runs unbroken up to the reference
-    match = _LINK_AT_REF.match(head, scheme)
-    if match is None:
-        return None
-    ref = match.group(1) or match.group(2)
-    return ref if ref and _PINNED_REF.fullmatch(ref) else None
+# What ends a URL; a newline among them, so no URL spans lines.
+_URL_BREAK = re.compile(r"[\s<>\"'()\[\]]")
+
+
+class _Links:
+    """The links of one text that references sit in, asked in order of their offsets.
+
+    Where a URL could start is tracked as the scan moves on (the last `http` and the last
+    character that ends a URL before it), so each character is looked at once, however
+    many references share a line: looking back to the line's start for each of them was
+    quadratic on a long line (a generated `__all__`, a log line of paths).
+    """
+
+    def __init__(self, text: str):
+        self.text = text
+        self.scanned = 0  # text[:scanned] is accounted for below
+        self.scheme = -1  # the last `http` that ends at or before `scanned`
+        self.broken = -1  # the last URL break before `scanned`
+
+    def pinned_ref(self, start: int) -> str | None:
+        """The ref a URL reaching up to `start` (a reference inside its path) is pinned to,
+        or None: no URL, or one at main, master, HEAD or another moving branch."""
+        if start < self.scanned:  # out of order: the same answer, from scratch
+            return _Links(self.text).pinned_ref(start)
+        text = self.text
+        for found in _URL_BREAK.finditer(text, self.scanned, start):
+            self.broken = found.start()
+        # An `http` may straddle the last boundary: look back 3 characters for its start.
+        scheme = text.rfind("http", max(self.scanned - 3, 0), start)
+        self.scheme = max(self.scheme, scheme)
+        self.scanned = start
+        if self.scheme <= self.broken:
+            return None  # no URL runs unbroken up to the reference
+        match = _LINK_AT_REF.match(text, self.scheme, start)
+        if match is None:
+            return None
+        ref = match.group(1) or match.group(2)
+        return ref if ref and _PINNED_REF.fullmatch(ref) else None
 
 
 def _dotted_edit(match: re.Match[str], resolver: Resolver) -> TextEdit | None:

@@ -30,7 +30,13 @@ from migrator.rewrite.import_plan import (
     within_moved_package,
 )
 from migrator.rewrite.import_split import has_comments, lay_out, name_gaps
-from migrator.rewrite.wrap import aligned, opening_column, reindent, wrap_from_import
+from migrator.rewrite.wrap import (
+    aligned,
+    comment_on_first_line,
+    opening_column,
+    reindent,
+    wrap_from_import,
+)
 
 
 class ImportTransformer(cst.CSTTransformer):
@@ -248,9 +254,8 @@ class ImportTransformer(cst.CSTTransformer):
         if not self._too_long(line) or _comments_in(line.body[0]):
             return line
         self.wrapped = True
-        return line.with_changes(
-            body=[wrap_from_import(line.body[0], self.ctx.style, self.ctx.indent, limit)]
-        )
+        wrapped = wrap_from_import(line.body[0], self.ctx.style, self.ctx.indent, limit)
+        return comment_on_first_line(line.with_changes(body=[wrapped]))
 
 
 def rewrite_import_line(

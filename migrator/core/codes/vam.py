@@ -33,7 +33,9 @@ VAM_CODES: tuple[Code, ...] = (
             "A reference to a moved name in a form no tool can rewrite without guessing: a path "
             "split across adjacent string literals, a parent and child passed as separate "
             "arguments, a name completed at run time, a star import from a module that lost names, "
-            "or a moved name reached through a local alias."
+            "or a moved name reached through a local alias that no longer holds it (`du.f` where "
+            "`f` left `du`'s module: the chain needs another import). A chain through an alias "
+            "that still holds the name is rewritten (`be.backend.X` -> `be.base.X`)."
         ),
         why=(
             "Left alone it breaks when the old path goes away, and rewriting it mechanically could "
