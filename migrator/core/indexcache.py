@@ -13,7 +13,7 @@ code that builds that kind) all match; anything else, a truncated file or bad JS
 a miss, and the caller builds the index again and stores it over the old one. Writes go
 through a temporary file and `os.replace`, so a reader never sees half an entry, and a cache
 that cannot be written (read-only home, full disk) only costs the next run its speed.
-Clear it by deleting the directory.
+Each kind keeps its MAX_ENTRIES most recent entries. Clear it by deleting the directory.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from typing import Any
 from migrator import __version__
 
 FORMAT = 1
+MAX_ENTRIES = 32  # per kind; the oldest go first
 _CHUNK = 1 << 20
 
 
@@ -118,4 +119,18 @@ def store(kind: str, key: str, tag: str, payload: Any) -> bool:
         if temporary:
             Path(temporary).unlink(missing_ok=True)
         return False
+    _prune(kind, keep=target)
     return True
+
+
+def _prune(kind: str, keep: Path) -> None:
+    """Delete all but the MAX_ENTRIES newest entries of `kind`: each state of an edited source
+    tree is an entry of its own (a few MB for vLLM), and they would pile up."""
+    try:
+        entries = sorted(cache_dir().glob(f"{kind}-*.json"), key=lambda p: p.stat().st_mtime,
+                         reverse=True)
+        for old in entries[MAX_ENTRIES:]:
+            if old != keep:
+                old.unlink(missing_ok=True)
+    except OSError:
+        pass  # another run pruning at the same time, or a file that went away

@@ -138,3 +138,14 @@ def test_where_the_cache_lives(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     assert indexcache.cache_dir() == tmp_path / "xdg" / "vam-index"
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert indexcache.cache_dir() == Path(os.path.expanduser("~")) / ".cache" / "vam-index"
+
+
+def test_old_entries_are_pruned(index_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(indexcache, "MAX_ENTRIES", 3)
+    for number in range(5):
+        indexcache.store("k", f"key{number}", "t", number)
+        os.utime(index_cache / f"k-key{number}.json", (1000 + number, 1000 + number))
+    indexcache.store("other", "key0", "t", 0)  # another kind keeps its own
+    assert sorted(p.name for p in index_cache.glob("k-*.json")) == [
+        "k-key2.json", "k-key3.json", "k-key4.json"]
+    assert indexcache.load("other", "key0", "t") == 0
