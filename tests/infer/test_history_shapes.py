@@ -232,7 +232,8 @@ def test_a_module_flattened_into_its_package_name(tmp_path: Path) -> None:
         tmp_path / "new",
         {
             "pkg/__init__.py": "",
-            "pkg/store_engine.py": "import threading\n\nclass Engine:\n    pass\n\nengine = Engine()\n",
+            "pkg/store_engine.py": "import threading\n\nclass Engine:\n    pass\n\n"
+            "engine = Engine()\n",
         },
     )
     data = table(infer(old, new))
