@@ -8,13 +8,14 @@ how the pack pairs its steps (a stable side branch's release sits where its vers
 Per pair, `infer(OLD, NEW, --package vllm_ascend, --under vllm_ascend.distributed)` in
 process, against the pack's step named for NEW (none: no entry shipped).
 
-An entry is a row of the step: (kind, old, new), new "" for a removal; hints and submodule
-lists are not compared, intermediate rows are out of reach of an sdist pair and left out
-(counted apart). Infer's emitted entries are its active ones (commented-out ones are no
-table entry). A differing entry (shipped and not emitted, or emitted and not shipped) is a
-"hand decision" when a comment of the pack names it: a comment of that step (or, for a pair
-without a step, any comment of the pack naming NEW's version) that spells the old name's
-last component.
+A row is (kind, old, new), new "" for a removal; hints and submodule lists are not
+compared, intermediate rows are out of reach of an sdist pair and left out (counted apart).
+Infer's rows are its active ones (commented-out ones are no table entry). An entry is an
+`old` that the shipped step or infer has a row for; it agrees when both have the same row,
+and differs otherwise (a row on one side only, or another kind or `new`). A differing entry
+is a "hand decision" when the pack comments on it: the shipped row is directly preceded by
+a comment, or a comment of that step (for a pair without a step, any comment of the pack
+naming NEW's version) spells the old name's last component.
 """
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ class PairResult:
         return len(self.shipped & self.emitted)
 
     @property
+    def entries(self) -> int:
+        return len({e[1] for e in self.shipped | self.emitted})
+
+    @property
     def commented(self) -> int:
         return sum(1 for _, _, c in self.differing if c)
 
@@ -76,6 +81,7 @@ class PairResult:
             "step": self.step,
             "shipped": len(self.shipped),
             "emitted": len(self.emitted),
+            "entries": self.entries,
             "exact": self.exact,
             "differing": len(self.differing),
             "differing_commented": self.commented,
@@ -145,9 +151,13 @@ def run_pair(old: str, new: str, pack: rules.Pack, text: str) -> PairResult:
     out = PairResult(old, new, step.version if step else None, shipped, emitted, intermediate)
     out.seconds = seconds
     comments = step_comments(text, out.step, new)
-    for entry in sorted(shipped ^ emitted):
-        side = "shipped only" if entry in shipped else "emitted only"
-        out.differing.append((entry, side, named(entry, comments, text)))
+    for old_name in sorted({e[1] for e in shipped ^ emitted}):
+        ours = sorted(e for e in shipped if e[1] == old_name)
+        theirs = sorted(e for e in emitted if e[1] == old_name)
+        entry = (ours or theirs)[0]
+        side = "both, other row" if ours and theirs else "shipped only" if ours else "emitted only"
+        commented = any(named(e, comments, text) for e in (*ours, *theirs))
+        out.differing.append((entry, side, commented))
     return out
 
 
@@ -166,6 +176,7 @@ def totals(results: list[PairResult]) -> dict[str, int]:
     return {
         "shipped": sum(len(r.shipped) for r in results),
         "emitted": sum(len(r.emitted) for r in results),
+        "entries": sum(r.entries for r in results),
         "exact": sum(r.exact for r in results),
         "differing": sum(len(r.differing) for r in results),
         "differing_commented": sum(r.commented for r in results),
@@ -175,21 +186,22 @@ def totals(results: list[PairResult]) -> dict[str, int]:
 
 def markdown(results: list[PairResult]) -> str:
     rows = [
-        "| pair | step | shipped | infer emitted | exact | differing | of which commented |",
-        "|---|---|---|---|---|---|---|",
+        "| pair | step | shipped | infer emitted | entries | exact | differing "
+        "| of which commented |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         if not r.shipped and not r.emitted:
             continue
         rows.append(
             f"| {r.old} -> {r.new} | {r.step or '(none)'} | {len(r.shipped)} | {len(r.emitted)} "
-            f"| {r.exact} | {len(r.differing)} | {r.commented} |"
+            f"| {r.entries} | {r.exact} | {len(r.differing)} | {r.commented} |"
         )
     t = totals(results)
     quiet = sum(1 for r in results if not r.shipped and not r.emitted)
     rows.append(
         f"| total ({len(results)} pairs; {quiet} with nothing shipped or emitted not shown) | "
-        f"| {t['shipped']} | {t['emitted']} | {t['exact']} | {t['differing']} "
+        f"| {t['shipped']} | {t['emitted']} | {t['entries']} | {t['exact']} | {t['differing']} "
         f"| {t['differing_commented']} |"
     )
     return "\n".join(rows)

@@ -12,8 +12,8 @@ MAX_CANDIDATES = 3
 class Candidate:
     """A module move, symbol move or removal (`kind`), with a one-line `evidence`.
 
-    `blocked` says why the entry is emitted commented out (an ambiguous target, or a move
-    the table format cannot express); `candidates` lists the possible targets then.
+    `blocked` says why the entry is emitted commented out (an ambiguous target, or a name
+    re-exported from a third-party package); `candidates` lists the possible targets then.
     """
 
     kind: str

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from migrator.infer.binding import forwarded_names, import_sources, is_type_checking
 from migrator.infer.calls import Params, params_of, registrations
 
 SKETCH = 256  # trigram hashes kept per body: bounds memory, exact below this size
@@ -102,19 +103,27 @@ class Definition:
 
 @dataclass
 class Module:
-    """One module: `defs` binds by definition, `imported` by import; `opaque` when a star
-    import or a module `__getattr__` means any name may be present."""
+    """One module: `defs` binds by definition, `imported` by import (`sources`: from which
+    module); `opaque` when a star import or a module `__getattr__` means any name may be
+    present. `typing_only`: imported only under `if TYPE_CHECKING:`; `forwarded`: served by
+    the module's `__getattr__` by name (a deprecation forwarder). Neither binds at run time."""
 
     dotted: str
     is_package: bool
     defs: dict[str, Definition] = field(default_factory=dict)
     imported: set[str] = field(default_factory=set)
     opaque: bool = False
+    sources: dict[str, str] = field(default_factory=dict)
+    typing_only: set[str] = field(default_factory=set)
+    forwarded: set[str] = field(default_factory=set)
     # (name, module path) pairs this module registers (`calls.registrations`).
     registered: list[tuple[str, str]] = field(default_factory=list)
 
     def binds(self, name: str) -> bool:
-        return self.opaque or name in self.defs or name in self.imported
+        """Whether `name` is bound at run time (a forwarded name is not: it is a move)."""
+        if name in self.defs or name in self.imported:
+            return True
+        return self.opaque and name not in self.forwarded and name not in self.typing_only
 
     def public(self) -> list[str]:
         return sorted(n for n in self.defs if not n.startswith("_"))
@@ -210,14 +219,24 @@ def _parse(data: bytes, dotted: str, is_package: bool, bodies: bool) -> Module |
         return None
     module = Module(dotted, is_package)
     _collect(tree.body, module, bodies)
+    module.typing_only -= module.imported | set(module.defs)
+    module.forwarded = forwarded_names(tree.body) - module.imported - set(module.defs)
     package = dotted.split(".")[0]
     if f"{package}.".encode() in data:  # cheap: most modules spell no path of their own
         module.registered = registrations(tree, package)
     return module
 
 
-def _collect(body: list[ast.stmt], module: Module, bodies: bool) -> None:
+def _collect(body: list[ast.stmt], module: Module, bodies: bool, typing: bool = False) -> None:
     for node in body:
+        if typing:  # under `if TYPE_CHECKING:`: names for type checkers only
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                module.typing_only |= set(import_sources(node, module.dotted, module.is_package))
+            elif isinstance(node, (ast.If, ast.Try)):
+                for inner in (node.body, *(h.body for h in getattr(node, "handlers", []))):
+                    _collect(inner, module, bodies, typing)
+                _collect(node.orelse, module, bodies, typing)
+            continue
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             module.defs[node.name] = _define(node.name, node, None, bodies)
             if node.name == "__getattr__":
@@ -233,9 +252,11 @@ def _collect(body: list[ast.stmt], module: Module, bodies: bool) -> None:
                     module.opaque = True
                 else:
                     module.imported.add((alias.asname or alias.name).split(".")[0])
+            module.sources.update(import_sources(node, module.dotted, module.is_package))
         elif isinstance(node, (ast.If, ast.Try)):
-            # `if TYPE_CHECKING:` / `try: import x except ImportError:` bind names too.
-            _collect(node.body, module, bodies)
+            # `try: import x except ImportError:` binds names; `if TYPE_CHECKING:` does not.
+            checking = isinstance(node, ast.If) and is_type_checking(node.test)
+            _collect(node.body, module, bodies, typing or checking)
             for handler in getattr(node, "handlers", []):
                 _collect(handler.body, module, bodies)
             _collect(node.orelse, module, bodies)

@@ -100,7 +100,7 @@ def infer(
     old_index, new_index = build_indexes(old.files, new.files, packages, tick)
     if scope and not (old_index.has(scope) or new_index.has(scope)):
         raise InputError(f"--under {scope}: no such module or package in either release")
-    gains = Gains(old_index, new_index)
+    gains = Gains(old_index, new_index, old.packages() | new.packages() | set(packages))
     moves = module_moves(old_index, new_index, gains)
     findings = [
         *moves,

@@ -31,8 +31,10 @@ def distinctive(definition: Definition) -> bool:
 class Gains:
     """Every definition NEW gained, by name and by body digest, as (module, Definition)."""
 
-    def __init__(self, old: Index, new: Index) -> None:
+    def __init__(self, old: Index, new: Index, first_party: set[str] | None = None) -> None:
         self.old, self.new = old, new
+        # Top-level packages of either release: an import from anything else is third-party.
+        self.first_party = first_party or {m.split(".")[0] for m in (*old.modules, *new.modules)}
         self.by_name: dict[str, list[tuple[str, Definition]]] = defaultdict(list)
         self.by_digest: dict[str, list[tuple[str, Definition]]] = defaultdict(list)
         self.kept: dict[str, list[tuple[str, Definition]]] = defaultdict(list)

@@ -12,6 +12,8 @@ a `[[step.symbol]]` or `[[step.removed]]` below a `[[step.module]]` wins for its
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from migrator.infer.candidate import MAX_CANDIDATES, Candidate, listing
 from migrator.infer.index import Definition, Index, Module, similarity
 from migrator.infer.renames import (
@@ -44,11 +46,42 @@ def symbol_moves(old: Index, new: Index, gains: Gains | None = None) -> list[Can
         now = new.modules.get(dotted)
         if now is None:
             continue
-        before = old.modules[dotted]
-        for name in before.public():
-            if not now.binds(name):
-                findings.append(place(before, before.defs[name], now, gains))
+        findings += lost_names(old.modules[dotted], now, gains)
     return findings
+
+
+def lost_names(before: Module, now: Module, gains: Gains) -> list[Candidate]:
+    """A row for each public name of `before` that `now` (the same module, or where it
+    moved) does not bind at run time, and a note for each that it re-exports from a
+    third-party package (its home there is not resolved)."""
+    findings = []
+    for name in before.public():
+        if name not in now.defs and name in now.imported:
+            origin = now.sources.get(name, "").split(".")[0]
+            if origin and origin not in gains.first_party:
+                findings.append(_third_party(before, name, now, origin))
+            continue
+        if now.binds(name):
+            continue
+        found = place(before, before.defs[name], now, gains)
+        if name in now.forwarded:
+            why = f"served by a deprecation forwarder (`{now.dotted}.__getattr__`): rewrite now"
+            found = replace(found, evidence=f"{found.evidence}; {why}")
+        elif name in now.typing_only:
+            why = "re-exported only under `if TYPE_CHECKING:`, gone at run time"
+            found = replace(found, evidence=f"{found.evidence}; {why}")
+        findings.append(found)
+    return findings
+
+
+def _third_party(before: Module, name: str, now: Module, origin: str) -> Candidate:
+    source = now.sources[name]
+    return Candidate(
+        "symbol",
+        f"{before.dotted}.{name}",
+        evidence=f"{now.dotted} imports it from {source}, a package in neither release",
+        blocked=f"re-exported from third-party {origin}, not resolved",
+    )
 
 
 def moved_names(
@@ -70,11 +103,11 @@ def moved_names(
             after = new.modules.get(target) if move.kind == "module" else None
             if move.kind == "module" and after is None:
                 continue
+            if after is not None:
+                findings += lost_names(before, after, gains)
+                continue
             for name in before.public():
-                if after is None:
-                    findings += _survivor(before, before.defs[name], gains)
-                elif not after.binds(name):
-                    findings.append(place(before, before.defs[name], after, gains))
+                findings += _survivor(before, before.defs[name], gains)
     return findings
 
 
