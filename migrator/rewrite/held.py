@@ -51,11 +51,14 @@ class BelowBaseline:
 
     def _finding(self, finding: F.Finding) -> F.Finding:
         step = finding.step.split(",")[0].strip()
-        what = f"moved to '{finding.new}'" if finding.code == F.MOVED else "was removed"
+        if finding.code == F.MOVED:
+            what, act = f"moved to '{finding.new}'", "migrate it"
+        else:
+            what, act = "was removed", "have it reported (VAM003)"
         message = (
             f"'{finding.old}' {what} in {step}, before {self.floor}, the {self.main.pack.name} "
             f"table's default baseline: left as is (for code written for an older release, "
-            f"run with --from {self._before[step]})"
+            f"run with --from {self._before[step]} to {act})"
         )
         return replace(finding, code=F.BEFORE_BASELINE, message=message)
 
@@ -64,8 +67,8 @@ def held_by_pin(
     later: list[F.Finding], made: list[F.Finding], pin: ReleasePin
 ) -> list[F.Finding]:
     """VAM010 for each reference in `later` (what the whole run would still do to a pinned
-    file's text once taken up to its pin) that `made` (what was done or reported up to the pin)
-    does not already cover at the same place."""
+    file's text once taken up to its pin) that `made` (what check mode reported up to the pin,
+    on the same text) does not already cover at the same place."""
     seen = {(f.line, f.col) for f in made}
     out = []
     for finding in later:
