@@ -293,7 +293,9 @@ class Engine:
             top = pin.version
             if low is not None and version_key(low) > version_key(top):
                 top = low
-            resolver = Resolver(self.resolver.pack, low, top, written_to=self.resolver.to_version)
+            pack = self.resolver.pack
+            written = self.resolver.to_version or pack.latest
+            resolver = Resolver(pack, low, top, written_to=written)
             options = replace(self.options, release_pins=False, default_floor=None)
             engine = self._capped[pin.version] = Engine(resolver, options)
         return engine

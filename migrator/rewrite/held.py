@@ -29,7 +29,7 @@ class BelowBaseline:
         top = floor if to is None or version_key(floor) <= version_key(to) else to
         self.main = resolver
         self.floor = floor
-        self.early = Resolver(resolver.pack, None, top, written_to=to)
+        self.early = Resolver(resolver.pack, None, top, written_to=to or resolver.pack.latest)
         pattern = self.early.trigger_pattern() if self.early.steps else rb"(?!)"
         self.trigger = re.compile(pattern)
         steps = resolver.pack.steps

@@ -271,3 +271,16 @@ def test_the_cli_holds_a_pinned_file_and_the_option_rewrites_it(tmp_path: Path) 
     assert "--ignore-release-pins" in vam("migrate", "--help").stdout
     done = vam("migrate", "--to", "0.14.0", "--ignore-release-pins", str(manifest))
     assert done.returncode == 0 and P2P_NEW in manifest.read_text()
+
+
+def test_a_path_a_later_step_recreated_is_no_early_name(tmp_path: Path) -> None:
+    """With no --to, the names every later step wrote still mark code of their era."""
+    table = rules.parse({"pack": {"name": "t", "packages": ["pkg"], "default-from": "1.0"},
+                         "step": [
+        {"version": "1.0", "module": [{"old": "pkg.a", "new": "pkg.x"}]},
+        {"version": "2.0", "module": [{"old": "pkg.m", "new": "pkg.a.b"}]},
+    ]})
+    script = _write(tmp_path, "run.sh", "echo pkg.a.b pkg.a.c\n")
+    engine = Engine(Resolver(table, "1.0"), Options(default_floor="1.0"))
+    _, found = _process(engine, script)
+    assert [(f.code, f.old) for f in found] == [(F.BEFORE_BASELINE, "pkg.a.c")]
