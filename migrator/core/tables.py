@@ -19,11 +19,12 @@ def explain_name(pack: Pack, dotted: str) -> list[str]:
         resolution = one.resolve(current)
         removal = f", old path kept by the shims until {step.removal}" if step.removal else ""
         if resolution.removed is not None:
+            # One line, the note in brackets: a removal's line is the whole story.
+            note = "".join(f" [{n}]" for n in _before_baseline(pack, step, first, "removed"))
             lines.append(
                 f"{step.version}: removed ({resolution.removed.old}), no replacement: "
-                f"{resolution.removed.hint}"
+                f"{resolution.removed.hint}{note}"
             )
-            lines += _before_baseline(pack, step, first, "removed")
             return [dotted, *["  " + line for line in lines]]
         if resolution.changed:
             hit = resolution.first
@@ -45,7 +46,7 @@ def explain_name(pack: Pack, dotted: str) -> list[str]:
     if not lines:
         return []
     if first:
-        lines += _before_baseline(pack, pack.step(first), first, "moved")
+        lines += [f"note: {n}" for n in _before_baseline(pack, pack.step(first), first, "moved")]
     if current != dotted:
         lines.append(f"now: {current}   (rewrite references with `vam migrate`)")
     return [dotted, *["  " + line for line in lines]]
@@ -60,7 +61,7 @@ def _before_baseline(pack: Pack, step: Step, first: str, what: str) -> list[str]
     before = _before(pack, pack.step(first)) or "0"
     act = "migrate it" if what == "moved" else "have it reported as removed (VAM003)"
     return [
-        f"note: {what} in {first}, before {pack.default_from}, the {pack.name} table's default "
+        f"{what} in {first}, before {pack.default_from}, the {pack.name} table's default "
         f"baseline: with no --from (nor [tool.vam] from, nor a pinned release) `vam migrate` "
         f"and `vam check` report it (VAM009) and leave it; pass --from {before} to {act}"
     ]

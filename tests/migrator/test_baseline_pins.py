@@ -197,7 +197,12 @@ def test_explain_says_an_early_name_lies_before_the_default_baseline(pack: rules
         "check` report it (VAM009) and leave it; pass --from 0.10.2rc1 to migrate it"
     )
     removed = explain_name(pack, "vllm_ascend.distributed.kv_transfer.simple_connector")
-    assert removed[-1].endswith("pass --from 0.9.2rc1 to have it reported as removed (VAM003)")
+    assert len(removed) == 2 and removed[1].startswith("  0.10.0rc1: removed (")
+    assert removed[1].endswith(
+        "[removed in 0.10.0rc1, before 0.13.0, the vllm_ascend table's default baseline: with no "
+        "--from (nor [tool.vam] from, nor a pinned release) `vam migrate` and `vam check` report "
+        "it (VAM009) and leave it; pass --from 0.9.2rc1 to have it reported as removed (VAM003)]"
+    )
     assert not any("note:" in line for line in explain_name(pack, P2P))
 
 
