@@ -30,11 +30,12 @@ class ReleasePin:
 @lru_cache(maxsize=8)
 def _pin_re(distribution: str) -> re.Pattern[str]:
     name = r"[-_.]".join(map(re.escape, re.split(r"[-_.]", distribution)))
+    # An image is one where it is pulled (`FROM`, `image:`) or behind a registry path; prose
+    # that names a tag ("first supported in `vllm-ascend:v0.9.1rc3`") pins nothing.
+    image = rf"(?:(?:^|\s)FROM\s+(?:--\S+\s+)*|image:\s*[\"']?|[\w.:-]/){name}:v?"
+    pip = rf"(?<![\w.-]){name}\s*(?:\[[^\]\n]*\])?\s*===?\s*v?"
     return re.compile(
-        rf"(?<![\w.-]){name}"
-        rf"(?::v?|\s*(?:\[[^\]\n]*\])?\s*===?\s*v?)"  # image `:tag`, or `==`/`===` pin
-        rf"(?P<version>{_VERSION})(?!\.?\d|\.\*)",
-        re.IGNORECASE,
+        rf"(?:{image}|{pip})(?P<version>{_VERSION})(?!\.?\d|\.\*)", re.IGNORECASE | re.MULTILINE
     )
 
 
@@ -53,6 +54,6 @@ def release_pin(text: str, distributions: tuple[str, ...]) -> ReleasePin | None:
             except RulesError:
                 continue
             if found is None or key < version_key(found.version):
-                line = text.count("\n", 0, match.start()) + 1
+                line = text.count("\n", 0, match.start("version")) + 1
                 found = ReleasePin(version, line, distribution)
     return found

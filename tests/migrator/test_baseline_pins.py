@@ -215,7 +215,8 @@ def test_explain_says_an_early_name_lies_before_the_default_baseline(pack: rules
     ("RUN pip install vllm-ascend==0.11.0 mooncake\n", "0.11.0", 1),
     ("numpy\nvllm_ascend==0.9.1\n", "0.9.1", 2),
     ('pip install "vllm-ascend[mooncake] == 0.13.0"\n', "0.13.0", 1),
-    ("vllm-ascend==0.14.0\nvllm-ascend:v0.12.0rc1\n", "0.12.0rc1", 2),  # the oldest
+    ("vllm-ascend==0.14.0\nFROM vllm-ascend:v0.12.0rc1\n", "0.12.0rc1", 2),  # the oldest
+    ('  image: "vllm-ascend:v0.11.0"\n', "0.11.0", 1),
 ])
 def test_release_pin_forms(text: str, version: str, line: int) -> None:
     pin = release_pin(text, ASCEND)
@@ -225,6 +226,8 @@ def test_release_pin_forms(text: str, version: str, line: int) -> None:
 @pytest.mark.parametrize("text", [
     "vllm-ascend>=0.11.0\n", "vllm-ascend==0.11.*\n", "image: vllm-ascend:latest\n",
     "myvllm-ascend==1.0\n", "import vllm_ascend.distributed\n",
+    # Prose naming a tag (vllm-ascend's own tutorials) is no image the file pulls.
+    "The model is first supported in `vllm-ascend:v0.9.1rc3`\n",
 ])
 def test_not_a_release_pin(text: str) -> None:
     assert release_pin(text, ASCEND) is None
