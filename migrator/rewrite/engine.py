@@ -104,7 +104,9 @@ class Engine:
             else:
                 self._text(source, data, result)
         if self._below is not None and not result.failed:
-            result.findings.extend(self._below_baseline(data, result.encoding))
+            text = _as_text(data, result.encoding)
+            if text is not None and not T.ignores_file(text):
+                result.findings.extend(self._below.findings(text))
         return result
 
     def screen(self, source: SourceFile) -> Read | None:
@@ -146,17 +148,6 @@ class Engine:
         if source.kind == "python" and any(g in data for g in self._guards):
             return True
         return self._trigger.search(as_utf8(data)) is not None
-
-    def _below_baseline(self, data: bytes, encoding: str) -> list[F.Finding]:
-        assert self._below is not None
-        wide = wide_encoding(data)
-        try:
-            text = wide.decode(data) if wide else data.decode(encoding)
-        except (UnicodeDecodeError, LookupError):
-            return []
-        if T.ignores_file(text) or b"\x00" in data:
-            return []
-        return self._below.findings(text)
 
     # -- Python ----------------------------------------------------------------------------
 
@@ -242,7 +233,8 @@ class Engine:
         if T.ignores_file(text):
             return result
         suffix = source.path.suffix.lower()
-        pin = self._release_pin(text)
+        pin = pin_past(text, self.resolver, self._distributions) if self.options.release_pins \
+            else None
         if pin is None:
             new_text, findings = self.rewrite_document(text, suffix)
         else:
@@ -265,25 +257,6 @@ class Engine:
         return rewrite_text(
             text, self.resolver, diff=suffix in _DIFF, report_only=self.options.report_only
         )
-
-    def _release_pin(self, text: str) -> ReleasePin | None:
-        """The release `text` pins, when the run would take it past that release.
-
-        A file that pins the very release the run migrates from (`--from`, found or given) is
-        part of the code being migrated, and its pin moves with it (shared cases 07 and 18: a
-        v0.13.0 image beside 0.13 paths, taken to 0.14); any other release is that of a
-        deployment, which the run must not break."""
-        if not self.options.release_pins:
-            return None
-        pin = release_pin(text, self._distributions)
-        if pin is None:
-            return None
-        key = version_key(pin.version)
-        low = self.resolver.from_version
-        if low is not None and key == version_key(low):
-            return None
-        last = self.resolver.steps[-1].version if self.resolver.steps else None
-        return pin if last and key < version_key(last) else None
 
     def _capped_engine(self, pin: ReleasePin) -> Engine:
         """An engine for the run's steps up to `pin` (none when the baseline is after it)."""
@@ -322,6 +295,24 @@ class Engine:
         return result
 
 
+def pin_past(text: str, resolver: Resolver, distributions: tuple[str, ...]) -> ReleasePin | None:
+    """The release `text` pins, when `resolver` would take it past that release.
+
+    A file that pins the very release the run migrates from (`--from`, found or given) is
+    part of the code being migrated, and its pin moves with it (shared cases 07 and 18: a
+    v0.13.0 image beside 0.13 paths, taken to 0.14); any other release is that of a
+    deployment, which the run must not break."""
+    pin = release_pin(text, distributions)
+    if pin is None:
+        return None
+    key = version_key(pin.version)
+    low = resolver.from_version
+    if low is not None and key == version_key(low):
+        return None
+    last = resolver.steps[-1].version if resolver.steps else None
+    return pin if last and key < version_key(last) else None
+
+
 def read(source: SourceFile) -> Read:
     """The bytes of `source`, or the OSError reading them raised (`NotRegularFile` for a
     FIFO, socket or device: never blocks)."""
@@ -340,6 +331,17 @@ def decode_python(data: bytes) -> tuple[str, str]:
     """
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     return encoding, data.decode(encoding)
+
+
+def _as_text(data: bytes, encoding: str) -> str | None:
+    """`data` decoded as `encoding` (or the wide encoding its BOM says); None for bytes that do
+    not decode or hold a NUL (binary)."""
+    wide = wide_encoding(data)
+    try:
+        text = wide.decode(data) if wide else data.decode(encoding)
+    except (UnicodeDecodeError, LookupError):
+        return None
+    return None if "\x00" in text else text
 
 
 def _nul_position(text: str) -> tuple[int, int]:
