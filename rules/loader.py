@@ -59,7 +59,9 @@ def parse(raw: Mapping[str, Any], source: str = "<table>") -> Pack:
     if not isinstance(meta, Mapping):
         raise RulesError(f"{source}: missing [pack] table")
     _only_keys(
-        meta, {"name", "description", "packages", "shims-env", "shims-from"}, f"{source}: [pack]"
+        meta,
+        {"name", "description", "packages", "shims-env", "shims-from", "default-from"},
+        f"{source}: [pack]",
     )
     name = _str(meta, "name", f"{source}: [pack]")
     steps_raw = raw.get("step")
@@ -78,16 +80,18 @@ def parse(raw: Mapping[str, Any], source: str = "<table>") -> Pack:
         steps=steps,
         source=source,
         shims_env=str(meta.get("shims-env", "")),
-        shims_from=_shims_from(meta, source),
+        shims_from=_pack_version(meta, "shims-from", source),
+        default_from=_pack_version(meta, "default-from", source),
     )
     validate(pack)
     return pack
 
 
-def _shims_from(meta: Mapping[str, Any], source: str) -> str:
-    value = meta.get("shims-from", "")
+def _pack_version(meta: Mapping[str, Any], key: str, source: str) -> str:
+    """An optional `[pack]` version (`shims-from`, `default-from`); "" when absent."""
+    value = meta.get(key, "")
     if not isinstance(value, str) or (value and not VERSION_RE.match(value)):
-        raise RulesError(f"{source}: [pack] malformed shims-from version {value!r}")
+        raise RulesError(f"{source}: [pack] malformed {key} version {value!r}")
     return value
 
 

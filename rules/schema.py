@@ -125,6 +125,9 @@ class Pack:
     extra: Mapping[str, Any] = field(default_factory=dict)
     # `[pack] shims-from`: the runtime shims serve only the steps after this version.
     shims_from: str = ""
+    # `[pack] default-from`: the baseline (`--from`) of a run that names none and whose project
+    # pins no release; "" applies every step.
+    default_from: str = ""
 
     def step(self, version: str) -> Step:
         for step in self.steps:

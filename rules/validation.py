@@ -18,13 +18,19 @@ def validate(pack: Pack) -> None:
     or report as removed (see `_check_target`); a symbol row that repeats what its module's
     move does; a cycle of moves; a symbol with no module (`old = "pkg"`); an `old` outside
     the pack's `packages` (it would never be found); a stay-put name that a rule would
-    rewrite; a removal version not after the step. Across steps: versions strictly
+    rewrite; a removal version not after the step; a `[pack] default-from` not before the
+    last step. Across steps: versions strictly
     increasing. Allowed: several olds with one `new` (a merge), and rows below another
     row's `old` (the longest `old` wins for a name).
 
     Raises:
         RulesError: naming the first entry at fault.
     """
+    if pack.default_from and version_key(pack.default_from) >= version_key(pack.latest):
+        raise RulesError(
+            f"{pack.source}: [pack] default-from {pack.default_from} is not before the last step "
+            f"{pack.latest}: a run without --from would apply no step"
+        )
     previous: str | None = None
     for step in pack.steps:
         if previous is not None and version_key(step.version) <= version_key(previous):

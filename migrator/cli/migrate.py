@@ -35,7 +35,9 @@ _WORKERS = "Worker processes. [default: number of CPUs]"
 @opt.PATHS
 @opt.RULES
 @opt.versions(
-    "Version the code was written for: only later steps apply. [default: all steps]",
+    "Version the code was written for: only later steps apply. [default: [tool.vam] from,"
+    " else the project's vllm-ascend pin, else the installed release, else the table's"
+    " default-from (0.13.0 for vllm_ascend; earlier names are reported, VAM009)]",
     "Version to migrate to: later steps are left out. [default: latest step]",
 )
 @click.option("--diff", is_flag=True, help="Print a unified diff instead of writing files.")
@@ -54,6 +56,7 @@ _WORKERS = "Worker processes. [default: number of CPUs]"
     "branch (support for VERSION is dropped).",
 )
 @opt.version_guards
+@opt.release_pins
 @opt.quiet("Print only diffs and problems, no summary.")
 @opt.verbose
 @stdin_filename
@@ -69,6 +72,7 @@ def migrate(
     no_comments: bool,
     drop_compat: str | None,
     version_guard: tuple[str, ...],
+    ignore_release_pins: bool,
     quiet: bool,
     verbose: bool,
     stdin_filename: str | None,
@@ -93,9 +97,9 @@ def migrate(
     that needs a human; 2 usage or configuration error.
     """
     from_stdin = wants_stdin(paths, stdin_filename)
-    run = setup(() if from_stdin else paths, rules_name, from_version, to_version)
+    run = setup(() if from_stdin else paths, rules_name, from_version, to_version, quiet)
     dry_run = diff or check
-    options = _options(run, no_comments, drop_compat, version_guard)
+    options = _options(run, no_comments, drop_compat, version_guard, ignore_release_pins)
     if from_stdin:
         _migrate_stdin(stdin_filename, run.job(options, write=False, keep_new=True), diff, check,
                        quiet)
@@ -108,7 +112,11 @@ def migrate(
 
 
 def _options(
-    run: Setup, no_comments: bool, drop_compat: str | None, version_guard: tuple[str, ...]
+    run: Setup,
+    no_comments: bool,
+    drop_compat: str | None,
+    version_guard: tuple[str, ...],
+    ignore_release_pins: bool,
 ) -> Options:
     """The engine's options from the command line over `[tool.vam]`; UsageFailure for a
     `--drop-compat` that is not a version."""
@@ -122,6 +130,8 @@ def _options(
         line_length=run.config.line_length,
         version_guards=opt.guard_names(version_guard, run.config.version_guards),
         drop_compat=drop_compat,
+        default_floor=run.default_floor,
+        release_pins=not ignore_release_pins,
     )
 
 
@@ -193,6 +203,7 @@ _CHECK_HELP = (
 @opt.exclude("Skip matching files (repeatable).")
 @opt.no_comments("Ignore comments and docstrings.")
 @opt.version_guards
+@opt.release_pins
 @opt.quiet("Print findings only, no summary line.")
 @opt.verbose
 @stdin_filename
@@ -209,14 +220,17 @@ def check(
     exclude: tuple[str, ...],
     no_comments: bool,
     version_guard: tuple[str, ...],
+    ignore_release_pins: bool,
 ) -> None:
     started = time.monotonic()
     from_stdin = wants_stdin(paths, stdin_filename)
-    run = setup(() if from_stdin else paths, rules_name, from_version, to_version)
+    run = setup(() if from_stdin else paths, rules_name, from_version, to_version, quiet)
     options = Options(
         comments=run.config.comments and not no_comments,
         report_only=True,
         version_guards=opt.guard_names(version_guard, run.config.version_guards),
+        default_floor=run.default_floor,
+        release_pins=not ignore_release_pins,
     )
     job = run.job(options, write=False, keep_new=False)
     if from_stdin:

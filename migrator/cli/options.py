@@ -86,6 +86,18 @@ def version_guards(f: _F) -> _F:
     )(f)
 
 
+def release_pins(f: _F) -> _F:
+    """`--ignore-release-pins` (parameter `ignore_release_pins`)."""
+    return click.option(
+        "--ignore-release-pins",
+        is_flag=True,
+        help="Take text files that name the release they run (image tag `vllm-ascend:v0.12.0rc1`,"
+        " `pip install vllm-ascend==0.11.0`, a requirement line) past that release too. "
+        "[default: such a file is migrated up to its release; what lies beyond is kept and "
+        "reported, VAM010]",
+    )(f)
+
+
 def guard_names(given: tuple[str, ...], configured: tuple[str, ...]) -> tuple[str, ...]:
     """The version helpers of a run: `--version-guard` if given, else [tool.vam].
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from migrator.cli.options import UsageFailure
+from migrator.core.baseline import Baseline, find_baseline
 from migrator.core.config import Config, ConfigError, load_config
 from migrator.core.discover import SourceFile, iter_files
 from migrator.core.resolver import Resolver
@@ -22,13 +23,21 @@ from rules import Pack, RulesError, load_pack, version_key
 @dataclass(frozen=True)
 class Setup:
     """One run's settings. `from_version`/`to_version` are the effective window: the flag if
-    given, else [tool.vam]; None leaves that end open."""
+    given, else [tool.vam], else (`from` only) what `baseline` found; None leaves that end
+    open."""
 
     targets: tuple[Path, ...]
     config: Config
     pack: Pack
     from_version: str | None
     to_version: str | None
+    baseline: Baseline = Baseline(None)
+
+    @property
+    def default_floor(self) -> str | None:
+        """The pack's `default-from` when it is the run's baseline: the steps up to it are
+        reported (VAM009), not applied."""
+        return self.from_version if self.baseline.is_pack_default else None
 
     def job(self, options: Options, *, write: bool, keep_new: bool) -> Job:
         return Job(
@@ -65,9 +74,12 @@ def setup(
     rules_name: str | None,
     from_version: str | None,
     to_version: str | None,
+    quiet: bool = False,
 ) -> Setup:
-    """Configuration (found from the first path) and table for a run; warns on stderr when no
-    step lies in the window. User mistakes raise UsageFailure (exit 2)."""
+    """Configuration (found from the first path) and table for a run; says on stderr where
+    the baseline came from when the project's pins or the installed distribution gave it
+    (unless `quiet`), and warns when no step lies in the window. User mistakes raise
+    UsageFailure (exit 2)."""
     if any(not p for p in paths):
         raise UsageFailure("empty path given")
     targets = tuple(Path(p) for p in paths) or (Path("."),)
@@ -77,17 +89,15 @@ def setup(
     try:
         config = load_config(targets[0])
         pack = load_pack(rules_name or config.rules)
-        found = Setup(
-            targets,
-            config,
-            pack,
-            from_version or config.from_version,
-            to_version or config.to_version,
-        )
+        to_version = to_version or config.to_version
+        baseline = find_baseline(from_version, config, pack, targets[0], to_version)
+        found = Setup(targets, config, pack, baseline.version, to_version, baseline)
         # Built for its check of the versions and its window; each worker builds its own.
         steps = Resolver(pack, found.from_version, found.to_version).steps
     except (ConfigError, RulesError) as exc:
         raise UsageFailure(str(exc)) from None
+    if baseline.note and not quiet:
+        click.echo(baseline.note, err=True)
     listed = ", ".join(s.version for s in pack.steps)
     if not steps:
         window = f"after {found.from_version or 'the start'} and up to " \

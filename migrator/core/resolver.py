@@ -54,12 +54,25 @@ class Resolution:
 class Resolver:
     """Applies the steps of `pack` whose version lies in (from_version, to_version].
 
+    `written_to` (default `to_version`) bounds the steps whose `new` sets a name's written-for
+    floor: a resolver for the steps before a baseline still knows that a name a later step
+    wrote is of that later era.
+
     Raises:
         RulesError: an unknown `from_version`/`to_version` ordering (from after to).
     """
 
-    def __init__(self, pack: Pack, from_version: str | None = None, to_version: str | None = None):
+    def __init__(
+        self,
+        pack: Pack,
+        from_version: str | None = None,
+        to_version: str | None = None,
+        *,
+        written_to: str | None = None,
+    ):
         self.pack = pack
+        self.from_version = from_version
+        self.to_version = to_version
         low = version_key(from_version) if from_version else None
         high = version_key(to_version) if to_version else None
         if low is not None and high is not None and low > high:
@@ -75,6 +88,8 @@ class Resolver:
         self._removed = [{r.old: r for r in s.removed} for s in self.steps]
         self._keys = [version_key(s.version) for s in self.steps]  # parsed once, not per name
         self._written: dict[str, tuple[Any, ...]] = {}
+        written_to = written_to or to_version
+        high = version_key(written_to) if written_to else None
         # Only the steps up to `--to`: code taken to 0.14.0 that spells a path 0.27.1rc1
         # re-created is code of the 0.14 era (an intermediate path), not of 0.27.1rc1.
         for step in pack.steps:

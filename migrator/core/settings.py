@@ -29,6 +29,9 @@ class Options:
     `version_guards` are the names of the version helpers whose branches are told apart
     (`migrator.rewrite.sites.guards`); `drop_compat`, a version, collapses every block guarded for
     that version or older to its newer branch (`migrator.rewrite.sites.drop`).
+    `default_floor`, the pack's `default-from` when it is the run's baseline, has the names
+    only the steps up to it know reported (VAM009), not rewritten. `release_pins` False
+    rewrites text files that pin a release past it (VAM010 otherwise).
     """
 
     comments: bool = True
@@ -36,3 +39,5 @@ class Options:
     report_only: bool = False
     version_guards: tuple[str, ...] = DEFAULT_VERSION_GUARDS
     drop_compat: str | None = None
+    default_floor: str | None = None
+    release_pins: bool = True

@@ -13,14 +13,17 @@ def explain_name(pack: Pack, dotted: str) -> list[str]:
     """Lines describing what each step did to `dotted`; empty if the table never names it."""
     lines: list[str] = []
     current = dotted
+    first = ""  # the step that first moved or removed the name
     for step in pack.steps:
         one = Resolver(pack, _before(pack, step), step.version)
         resolution = one.resolve(current)
         removal = f", old path kept by the shims until {step.removal}" if step.removal else ""
         if resolution.removed is not None:
+            # One line, the note in brackets: a removal's line is the whole story.
+            note = "".join(f" [{n}]" for n in _before_baseline(pack, step, first, "removed"))
             lines.append(
                 f"{step.version}: removed ({resolution.removed.old}), no replacement: "
-                f"{resolution.removed.hint}"
+                f"{resolution.removed.hint}{note}"
             )
             return [dotted, *["  " + line for line in lines]]
         if resolution.changed:
@@ -31,6 +34,7 @@ def explain_name(pack: Pack, dotted: str) -> list[str]:
                 f"{hit.new}{removal})"
             )
             current = resolution.new
+            first = first or step.version
         elif step.stays(current):
             lines.append(f"{step.version}: stays put (listed in the table)")
         else:
@@ -41,9 +45,26 @@ def explain_name(pack: Pack, dotted: str) -> list[str]:
                     )
     if not lines:
         return []
+    if first:
+        lines += [f"note: {n}" for n in _before_baseline(pack, pack.step(first), first, "moved")]
     if current != dotted:
         lines.append(f"now: {current}   (rewrite references with `vam migrate`)")
     return [dotted, *["  " + line for line in lines]]
+
+
+def _before_baseline(pack: Pack, step: Step, first: str, what: str) -> list[str]:
+    """The note for a name a step up to the pack's `default-from` first changed: runs that
+    find no baseline report it (VAM009) and leave it."""
+    first = first or step.version
+    if not pack.default_from or version_key(first) > version_key(pack.default_from):
+        return []
+    before = _before(pack, pack.step(first)) or "0"
+    act = "migrate it" if what == "moved" else "have it reported as removed (VAM003)"
+    return [
+        f"{what} in {first}, before {pack.default_from}, the {pack.name} table's default "
+        f"baseline: with no --from (nor [tool.vam] from, nor a pinned release) `vam migrate` "
+        f"and `vam check` report it (VAM009) and leave it; pass --from {before} to {act}"
+    ]
 
 
 def _before(pack: Pack, step: Step) -> str | None:

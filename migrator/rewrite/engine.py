@@ -12,23 +12,27 @@ import os
 import platform
 import re
 import tokenize
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeAlias
 
 from migrator.core import findings as F
 from migrator.core.decoding import as_utf8, wide_encoding
 from migrator.core.discover import SourceFile
 from migrator.core.modname import package_of
+from migrator.core.pins import distribution_names
+from migrator.core.release_pins import ReleasePin, release_pin
 from migrator.core.resolver import Resolver
 from migrator.core.settings import Options
 from migrator.core.walk import NotRegularFile, read_regular
 from migrator.rewrite import stream
 from migrator.rewrite import text as T
 from migrator.rewrite.documents import rewrite_markdown, rewrite_notebook
+from migrator.rewrite.held import BelowBaseline, held_by_pin
 from migrator.rewrite.pysource import PythonRewriter
 from migrator.rewrite.rst import rewrite_rst
 from migrator.rewrite.snippets import rewrite_snippet
 from migrator.rewrite.textfile import rewrite_text
+from rules import version_key
 
 _MARKDOWN = (".md", ".markdown", ".mdx")
 _RST = (".rst", ".rest")
@@ -83,6 +87,12 @@ class Engine:
         # no moved path.
         guards = options.version_guards if options.drop_compat is not None else ()
         self._guards = tuple(g.encode() for g in guards)
+        floor = options.default_floor
+        self._below = BelowBaseline(resolver, floor) if floor else None
+        self._distributions = distribution_names(resolver.packages)
+        # Engines for the text files that pin a release, by release; one to report with.
+        self._capped: dict[str, Engine] = {}
+        self._reporter: Engine | None = None
 
     def process(self, source: SourceFile, data: Read | None = None) -> FileResult:
         """New bytes and findings for `source`; `data` is what `screen` read (read here when
@@ -98,11 +108,18 @@ class Engine:
             return self._fail(result, F.UNREADABLE, f"cannot read: {data.strerror or data}")
         if not self._may_refer(source, data):
             return result
-        if source.kind == "python":
-            return self._python(source, data, result)
-        if source.kind == "notebook":
-            return self._notebook(data, result)
-        return self._text(source, data, result)
+        if self._triggered(source, data):
+            if source.kind == "python":
+                self._python(source, data, result)
+            elif source.kind == "notebook":
+                self._notebook(data, result)
+            else:
+                self._text(source, data, result)
+        if self._below is not None and not result.failed:
+            text = _as_text(data, result.encoding)
+            if text is not None and not T.ignores_file(text):
+                result.findings.extend(self._below.findings(text))
+        return result
 
     def screen(self, source: SourceFile) -> Read | None:
         """What to pass `process` for `source`: its bytes when it may refer to a moved name
@@ -154,7 +171,17 @@ class Engine:
         # parsed anyway, so the parser's refusal is reported (VAM901), never passed as clean.
         if b"\x00" in data and not python:
             return False
-        return self._trigger.search(data) is not None
+        if self._trigger.search(data) is not None:
+            return True
+        return self._below is not None and self._below.trigger.search(data) is not None
+
+    def _triggered(self, source: SourceFile, data: bytes) -> bool:
+        """Whether the run's own steps (not only those below the baseline) may see `data`."""
+        if self._below is None:
+            return True
+        if source.kind == "python" and any(g in data for g in self._guards):
+            return True
+        return self._trigger.search(as_utf8(data)) is not None
 
     # -- Python ----------------------------------------------------------------------------
 
@@ -240,18 +267,54 @@ class Engine:
         if T.ignores_file(text):
             return result
         suffix = source.path.suffix.lower()
-        if suffix in _MARKDOWN:
-            new_text, findings = rewrite_markdown(text, self._python_cell, self._text_findings)
-        elif suffix in _RST:
-            new_text, findings = rewrite_rst(text, self._python_cell, self._text_findings)
+        pin = pin_past(text, self.resolver, self._distributions) if self.options.release_pins \
+            else None
+        if pin is None:
+            new_text, findings = self.rewrite_document(text, suffix)
         else:
-            new_text, findings = rewrite_text(
-                text, self.resolver, diff=suffix in _DIFF, report_only=self.options.report_only
-            )
+            new_text, findings = self._capped_engine(pin).rewrite_document(text, suffix)
+            _, later = self._reporting().rewrite_document(new_text, suffix)
+            # In check mode both passes read the same text: a reference already reported as
+            # stale for the pinned release is not reported twice.
+            findings += held_by_pin(later, findings if self.options.report_only else [], pin)
         result.findings.extend(findings)
         if new_text != text:
             result.new = wide.encode(new_text) if wide else new_text.encode(encoding)
         return result
+
+    def rewrite_document(self, text: str, suffix: str) -> tuple[str, list[F.Finding]]:
+        """(new text, findings) of a text file whose name ends in `suffix` (lower case)."""
+        if suffix in _MARKDOWN:
+            return rewrite_markdown(text, self._python_cell, self._text_findings)
+        if suffix in _RST:
+            return rewrite_rst(text, self._python_cell, self._text_findings)
+        return rewrite_text(
+            text, self.resolver, diff=suffix in _DIFF, report_only=self.options.report_only
+        )
+
+    def _capped_engine(self, pin: ReleasePin) -> Engine:
+        """An engine for the run's steps up to `pin` (none when the baseline is after it)."""
+        engine = self._capped.get(pin.version)
+        if engine is None:
+            low = self.resolver.from_version
+            top = pin.version
+            if low is not None and version_key(low) > version_key(top):
+                top = low
+            pack = self.resolver.pack
+            written = self.resolver.to_version or pack.latest
+            resolver = Resolver(pack, low, top, written_to=written)
+            options = replace(self.options, release_pins=False, default_floor=None)
+            engine = self._capped[pin.version] = Engine(resolver, options)
+        return engine
+
+    def _reporting(self) -> Engine:
+        """This engine's steps in check mode, for what a pinned file keeps."""
+        if self._reporter is None:
+            options = replace(
+                self.options, report_only=True, release_pins=False, default_floor=None
+            )
+            self._reporter = Engine(self.resolver, options)
+        return self._reporter
 
     def _text_findings(self, text: str) -> tuple[str, list[F.Finding]]:
         return rewrite_text(text, self.resolver, report_only=self.options.report_only)
@@ -289,6 +352,24 @@ class Engine:
         return result
 
 
+def pin_past(text: str, resolver: Resolver, distributions: tuple[str, ...]) -> ReleasePin | None:
+    """The release `text` pins, when `resolver` would take it past that release.
+
+    A file that pins the very release the run migrates from (`--from`, found or given) is
+    part of the code being migrated, and its pin moves with it (shared cases 07 and 18: a
+    v0.13.0 image beside 0.13 paths, taken to 0.14); any other release is that of a
+    deployment, which the run must not break."""
+    pin = release_pin(text, distributions)
+    if pin is None:
+        return None
+    key = version_key(pin.version)
+    low = resolver.from_version
+    if low is not None and key == version_key(low):
+        return None
+    last = resolver.steps[-1].version if resolver.steps else None
+    return pin if last and key < version_key(last) else None
+
+
 def read(source: SourceFile) -> bytes | OSError:
     """The bytes of `source`, or the OSError reading them raised (`NotRegularFile` for a
     FIFO, socket or device: never blocks)."""
@@ -307,6 +388,17 @@ def decode_python(data: bytes) -> tuple[str, str]:
     """
     encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     return encoding, data.decode(encoding)
+
+
+def _as_text(data: bytes, encoding: str) -> str | None:
+    """`data` decoded as `encoding` (or the wide encoding its BOM says); None for bytes that do
+    not decode or hold a NUL (binary)."""
+    wide = wide_encoding(data)
+    try:
+        text = wide.decode(data) if wide else data.decode(encoding)
+    except (UnicodeDecodeError, LookupError):
+        return None
+    return None if "\x00" in text else text
 
 
 def _nul_position(text: str) -> tuple[int, int]:

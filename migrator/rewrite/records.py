@@ -2,7 +2,7 @@
 
 A traceback names the files and modules as they were when it was printed; rewriting it would
 make the record say something that never ran (as rewriting a diff's removed lines would
-break the patch). Its references are kept and reported at info level (VAM009):
+break the patch). Its references are kept and reported at info level (VAM011):
 
     Traceback (most recent call last):                      <- (not needed)
       File "/site-packages/pkg/old/x.py", line 120, in f     <- a frame

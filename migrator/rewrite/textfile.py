@@ -7,7 +7,7 @@
 - History is kept and reported at info level (VAM005): links pinned to a tag, release branch
   or commit, and the removed (`-`) lines of a diff (a .patch/.diff file, a ```diff fence, a
   hunk pasted anywhere).
-- Records of what ran are kept and reported at info level (VAM009): the lines of a Python
+- Records of what ran are kept and reported at info level (VAM011): the lines of a Python
   traceback (`migrator.rewrite.records`).
 - Lines with a `vam: ignore` pragma are left alone.
 """

@@ -16,11 +16,8 @@ CASES = Path(__file__).resolve().parents[1] / "cases"
 # The cases are the 0.13 -> 0.14 migration (shared/cases/README.md: "Only step 0.14.0 is
 # covered here"); the bundled table goes on to later releases, which would take 04, 05, 14,
 # 22 and 24 further (backend.backend -> backend.base, config_data -> metadata, cpu_offload
-# removed in 0.24.0rc1). They are code written for 0.13.0: the steps before it (0.7.3 to
-# 0.13.0) would take 20's older names, which it keeps as near misses of step 0.14.0
-# (llmdatadist_c_mgr_connector removed in 0.12.0rc1, mooncake.config_data moved then,
-# kv_transfer.simple_connector removed in 0.10.0rc1).
-TO = ("--from", "0.13.0", "--to", "0.14.0")
+# removed in 0.24.0rc1).
+TO = ("--to", "0.14.0")
 
 
 def _cases() -> list[tuple[Path, Path]]:

@@ -308,11 +308,8 @@ def test_the_shared_cases_migrate_then_check_clean(tmp_path: Path) -> None:
             shutil.copytree(case, work)
         else:
             shutil.copyfile(case, work)
-    # The shared cases are code written for 0.13.0 (tests/migrator/test_cases.py says why the
-    # early steps must not see case 20's near misses).
-    window = ("--from", "0.13.0", *TO)
-    assert vam("migrate", *window, str(tmp_path)).returncode == 0
-    result = vam("check", *window, str(tmp_path))
+    assert vam("migrate", *TO, str(tmp_path)).returncode == 0
+    result = vam("check", *TO, str(tmp_path))
     assert result.returncode == 0, result.stdout
 
 

@@ -1,5 +1,5 @@
 """Records are left alone (issue 19): a Python traceback in a log, a doc, a docstring or a
-comment names what ran; like a diff's removed lines it is kept and reported as info (VAM009),
+comment names what ran; like a diff's removed lines it is kept and reported as info (VAM011),
 and the exit code does not change."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tests.migrator.conftest import vam
 OLD = "vllm_ascend.distributed.mooncake_connector"
 NEW = "vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector"
 OLD_PATH = OLD.replace(".", "/")
-RECORD = "VAM009"
+RECORD = "VAM011"
 
 TRACEBACK = textwrap.dedent(f"""\
     Traceback (most recent call last):

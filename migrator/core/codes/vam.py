@@ -140,7 +140,51 @@ VAM_CODES: tuple[Code, ...] = (
         good="from vllm.utils.math_utils import cdiv",
     ),
     Code(
-        "VAM009", INFO, "reference in a traceback kept",
+        "VAM009", INFO, "name of a release before the table's default baseline",
+        means=(
+            "No --from was given, [tool.vam] has no `from` and the project pins no release, so "
+            "the table's `default-from` (0.13.0 for vllm_ascend) is the baseline; this name is "
+            "one only a step up to that release moved or removed. The message names that step "
+            "and the --from that migrates it."
+        ),
+        why=(
+            "Code written for an older release needs those steps, but a fork's own module can "
+            "look exactly like an old name (`mooncake.config_data`), so vam does not rewrite it "
+            "on a guess, nor stays silent. Info only: no effect on the exit code."
+        ),
+        fix=(
+            "If the code is written for that older release, run with the --from the message "
+            "gives (or set [tool.vam] from, or pin the release in the project's requirements); "
+            "if the name is your own, nothing."
+        ),
+        bad="from vllm_ascend.distributed.mooncake.config_data import MooncakeStoreConfig",
+        good="vam migrate --from 0.11.0 .",
+    ),
+    Code(
+        "VAM010", INFO, "rewrite held back by the file's release pin",
+        means=(
+            "A text file names the release it runs (an image tag `vllm-ascend:v0.12.0rc1`, "
+            "`pip install vllm-ascend==0.11.0`, a `vllm_ascend==` requirement line): it is "
+            "migrated only up to that release, and a path that a later step would write is "
+            "kept and reported with the pin's line."
+        ),
+        why=(
+            "That release does not have the new path: rewriting it breaks the deployment, "
+            "silently. The old path is right until the pin moves. Info only: no effect on the "
+            "exit code."
+        ),
+        fix=(
+            "Move the pin to a newer release and run `vam migrate` again, or rewrite anyway "
+            "with `vam migrate --ignore-release-pins`."
+        ),
+        bad=(
+            "image: quay.io/ascend/vllm-ascend:v0.12.0rc1\n"
+            "kv_connector_module_path: vllm_ascend.distributed.mooncake_connector"
+        ),
+        good="(kept as it is until the image moves past 0.14.0)",
+    ),
+    Code(
+        "VAM011", INFO, "reference in a traceback kept",
         means=(
             'A line of a Python traceback names a moved module: a frame (`File "/usr/lib/python3/'
             'site-packages/vllm_ascend/distributed/mooncake_connector.py", line 120, in '

@@ -1,0 +1,85 @@
+"""References a run finds but does not rewrite, for want of evidence of the release the code is
+written for: names only the steps before the pack's default baseline know (VAM009), and
+rewrites past the release a text file pins (VAM010)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from migrator.core import findings as F
+from migrator.core.release_pins import ReleasePin
+from migrator.core.resolver import Resolver
+from migrator.rewrite.textfile import rewrite_text
+from rules import version_key
+
+
+class BelowBaseline:
+    """The steps up to `floor` (the pack's `default-from`, the run's baseline) and what they
+    alone know.
+
+    Their names are read from the text of any file (imports on a line, dotted names, file
+    paths), as `migrator.rewrite.textfile` reads them; a name that the run's own steps move or
+    remove is theirs to report. The floor of names written by a later step holds (see
+    `Resolver`): a path that 0.14.0 re-created is no 0.9 name.
+    """
+
+    def __init__(self, resolver: Resolver, floor: str):
+        to = resolver.to_version
+        top = floor if to is None or version_key(floor) <= version_key(to) else to
+        self.main = resolver
+        self.floor = floor
+        self.early = Resolver(resolver.pack, None, top, written_to=to or resolver.pack.latest)
+        pattern = self.early.trigger_pattern() if self.early.steps else rb"(?!)"
+        self.trigger = re.compile(pattern)
+        steps = resolver.pack.steps
+        self._before = {s.version: steps[i - 1].version if i else "0" for i, s in enumerate(steps)}
+
+    def findings(self, text: str) -> list[F.Finding]:
+        """VAM009 for each reference in `text` that only the early steps move or remove."""
+        _, found = rewrite_text(text, self.early, report_only=True)
+        out = []
+        for finding in found:
+            if finding.code not in (F.MOVED, F.REMOVED):
+                continue
+            name = finding.old.replace("/", ".").replace(":", ".")
+            ours = self.main.resolve(name)
+            if ours.changed or ours.removed:
+                continue
+            out.append(self._finding(finding))
+        return out
+
+    def _finding(self, finding: F.Finding) -> F.Finding:
+        step = finding.step.split(",")[0].strip()
+        if finding.code == F.MOVED:
+            what, act = f"moved to '{finding.new}'", "migrate it"
+        else:
+            what, act = "was removed", "have it reported (VAM003)"
+        message = (
+            f"'{finding.old}' {what} in {step}, before {self.floor}, the {self.main.pack.name} "
+            f"table's default baseline: left as is (for code written for an older release, "
+            f"run with --from {self._before[step]} to {act})"
+        )
+        return replace(finding, code=F.BEFORE_BASELINE, message=message)
+
+
+def held_by_pin(
+    later: list[F.Finding], made: list[F.Finding], pin: ReleasePin
+) -> list[F.Finding]:
+    """VAM010 for each reference in `later` (what the whole run would still do to a pinned
+    file's text once taken up to its pin) that `made` (what check mode reported up to the pin,
+    on the same text) does not already cover at the same place."""
+    seen = {(f.line, f.col) for f in made}
+    out = []
+    for finding in later:
+        if finding.code not in (F.MOVED, F.REMOVED) or (finding.line, finding.col) in seen:
+            continue
+        step = finding.step.split(",")[0].strip()
+        where = f"{pin.distribution} {pin.version}, pinned at line {pin.line},"
+        if finding.code == F.MOVED:
+            fate = f"{where} does not have '{finding.new}' (moved in {step})"
+        else:
+            fate = f"removed in {step}, after {where.rstrip(',')}"
+        message = f"'{finding.old}' kept: {fate}; --ignore-release-pins rewrites it"
+        out.append(replace(finding, code=F.HELD_BY_PIN, message=message))
+    return out
