@@ -20,14 +20,14 @@ from migrator.core.decoding import as_utf8, wide_encoding
 from migrator.core.discover import SourceFile
 from migrator.core.modname import package_of
 from migrator.core.pins import distribution_names
-from migrator.core.release_pins import ReleasePin, release_pin
+from migrator.core.release_pins import ReleasePin
 from migrator.core.resolver import Resolver
 from migrator.core.settings import Options
 from migrator.core.walk import NotRegularFile, read_regular
 from migrator.rewrite import stream
 from migrator.rewrite import text as T
 from migrator.rewrite.documents import rewrite_markdown, rewrite_notebook
-from migrator.rewrite.held import BelowBaseline, held_by_pin
+from migrator.rewrite.held import BelowBaseline, held_by_pin, pin_past
 from migrator.rewrite.pysource import PythonRewriter
 from migrator.rewrite.rst import rewrite_rst
 from migrator.rewrite.snippets import rewrite_snippet
@@ -267,8 +267,11 @@ class Engine:
         if T.ignores_file(text):
             return result
         suffix = source.path.suffix.lower()
-        pin = pin_past(text, self.resolver, self._distributions) if self.options.release_pins \
+        pin = (
+            pin_past(text, self.resolver, self._distributions)
+            if self.options.release_pins
             else None
+        )
         if pin is None:
             new_text, findings = self.rewrite_document(text, suffix)
         else:
@@ -350,24 +353,6 @@ class Engine:
         result.new = None
         result.findings.append(F.failure(code, message, line, col))
         return result
-
-
-def pin_past(text: str, resolver: Resolver, distributions: tuple[str, ...]) -> ReleasePin | None:
-    """The release `text` pins, when `resolver` would take it past that release.
-
-    A file that pins the very release the run migrates from (`--from`, found or given) is
-    part of the code being migrated, and its pin moves with it (shared cases 07 and 18: a
-    v0.13.0 image beside 0.13 paths, taken to 0.14); any other release is that of a
-    deployment, which the run must not break."""
-    pin = release_pin(text, distributions)
-    if pin is None:
-        return None
-    key = version_key(pin.version)
-    low = resolver.from_version
-    if low is not None and key == version_key(low):
-        return None
-    last = resolver.steps[-1].version if resolver.steps else None
-    return pin if last and key < version_key(last) else None
 
 
 def read(source: SourceFile) -> bytes | OSError:

@@ -8,7 +8,7 @@ import re
 from dataclasses import replace
 
 from migrator.core import findings as F
-from migrator.core.release_pins import ReleasePin
+from migrator.core.release_pins import ReleasePin, release_pin
 from migrator.core.resolver import Resolver
 from migrator.rewrite.textfile import rewrite_text
 from rules import version_key
@@ -63,9 +63,7 @@ class BelowBaseline:
         return replace(finding, code=F.BEFORE_BASELINE, message=message)
 
 
-def held_by_pin(
-    later: list[F.Finding], made: list[F.Finding], pin: ReleasePin
-) -> list[F.Finding]:
+def held_by_pin(later: list[F.Finding], made: list[F.Finding], pin: ReleasePin) -> list[F.Finding]:
     """VAM010 for each reference in `later` (what the whole run would still do to a pinned
     file's text once taken up to its pin) that `made` (what check mode reported up to the pin,
     on the same text) does not already cover at the same place."""
@@ -83,3 +81,21 @@ def held_by_pin(
         message = f"'{finding.old}' kept: {fate}; --ignore-release-pins rewrites it"
         out.append(replace(finding, code=F.HELD_BY_PIN, message=message))
     return out
+
+
+def pin_past(text: str, resolver: Resolver, distributions: tuple[str, ...]) -> ReleasePin | None:
+    """The release `text` pins, when `resolver` would take it past that release.
+
+    A file that pins the very release the run migrates from (`--from`, found or given) is
+    part of the code being migrated, and its pin moves with it (shared cases 07 and 18: a
+    v0.13.0 image beside 0.13 paths, taken to 0.14); any other release is that of a
+    deployment, which the run must not break."""
+    pin = release_pin(text, distributions)
+    if pin is None:
+        return None
+    key = version_key(pin.version)
+    low = resolver.from_version
+    if low is not None and key == version_key(low):
+        return None
+    last = resolver.steps[-1].version if resolver.steps else None
+    return pin if last and key < version_key(last) else None
