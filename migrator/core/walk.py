@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pathspec
+from pathspec.pattern import RegexPattern
+from pathspec.util import normalize_file
 
 SKIPPED_DIRS = frozenset(
     {
@@ -43,7 +45,46 @@ SKIPPED_DIRS = frozenset(
 BUILD_DIRS = frozenset({"build", "dist"})
 _PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
 
-_Specs = list[tuple[str, pathspec.PathSpec]]
+_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
+
+
+class _Gitignore:
+    """One `.gitignore`. pathspec tries its patterns one by one for every path; one regex of
+    all its ignoring patterns first tells the paths none of them matches (most paths), which
+    nothing in the file can ignore, so pathspec decides only for the rest."""
+
+    def __init__(self, lines: list[str]):
+        self.spec = pathspec.PathSpec.from_lines("gitwildmatch", lines)
+        regexes = [p for p in self.spec.patterns if isinstance(p, RegexPattern)]
+        self.screen = (
+            _any_of(p.regex for p in regexes if p.include and p.regex is not None)
+            if len(regexes) == len(self.spec.patterns)
+            else None
+        )
+
+    def match_file(self, rel: str) -> bool:
+        if self.screen is not None and self.screen.search(normalize_file(rel)) is None:
+            return False
+        return self.spec.match_file(rel)
+
+
+def _any_of(regexes: Iterable[re.Pattern[str]]) -> re.Pattern[str] | None:
+    """One regex that matches where any of `regexes` does (each as `search` applies it);
+    None when they cannot be joined (flags that differ, a syntax the join breaks)."""
+    listed = list(regexes)
+    if not listed:
+        return re.compile(r"(?!)")
+    if any(r.flags != listed[0].flags or "(?P=" in r.pattern for r in listed):
+        return None
+    # Named groups repeat from pattern to pattern; the join needs none of them.
+    parts = (_NAMED_GROUP.sub("(?:", r.pattern) for r in listed)
+    try:
+        return re.compile("|".join(f"(?:{part})" for part in parts), listed[0].flags)
+    except re.error:
+        return None
+
+
+_Specs = list[tuple[str, _Gitignore]]
 
 
 _SPECIAL = (
@@ -219,8 +260,8 @@ def _ignored(rel: str, specs: _Specs) -> bool:
     return False
 
 
-def _gitignore_of(entries: list[os.DirEntry[str]]) -> pathspec.PathSpec | None:
-    """The folder's `.gitignore` as a PathSpec; None when there is no such regular file or it
+def _gitignore_of(entries: list[os.DirEntry[str]]) -> _Gitignore | None:
+    """The folder's `.gitignore`; None when there is no such regular file or it
     cannot be read (a FIFO named `.gitignore` must not block the walk)."""
     for entry in entries:
         if entry.name == ".gitignore" and entry.is_file():  # a link to one counts
@@ -229,5 +270,5 @@ def _gitignore_of(entries: list[os.DirEntry[str]]) -> pathspec.PathSpec | None:
                     lines = handle.read().splitlines()
             except OSError:
                 return None
-            return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+            return _Gitignore(lines)
     return None

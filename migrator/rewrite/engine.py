@@ -12,6 +12,7 @@ import platform
 import re
 import tokenize
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeAlias
 
 from migrator.core import findings as F
@@ -64,8 +65,15 @@ class Engine:
     def __init__(self, resolver: Resolver, options: Options):
         self.resolver = resolver
         self.options = options
-        self._trigger = re.compile(resolver.trigger_pattern())
+        self._prefilter = resolver.prefilter()
         self._packages = tuple(p.encode() for p in resolver.packages)
+        self._package_names = frozenset(resolver.packages)
+        # Relative paths are taken from here; a tree checked from inside a package (`cd
+        # vllm_ascend/distributed && vam check .`) is still inside it.
+        try:
+            self._cwd: tuple[str, ...] = Path.cwd().parts
+        except OSError:  # the working directory was removed
+            self._cwd = ()
         # ASCII word boundaries: `mooncake_connector中` still names the module.
         line_trigger = re.compile(resolver.trigger_pattern().decode(), re.ASCII)
         self._python_rewriter = PythonRewriter(resolver, line_trigger)
@@ -74,9 +82,12 @@ class Engine:
         guards = options.version_guards if options.drop_compat is not None else ()
         self._guards = tuple(g.encode() for g in guards)
 
-    def process(self, source: SourceFile, data: Read | None = None) -> FileResult:
+    def process(
+        self, source: SourceFile, data: Read | None = None, screened: bool = False
+    ) -> FileResult:
         """New bytes and findings for `source`; `data` is what `screen` read (read here when
-        None), so a file is read once per run."""
+        None), so a file is read once per run. `screened`: `screen` passed `data` already,
+        so the byte tests are not made twice."""
         result = FileResult(str(source.path))
         if data is None:
             data = read(source)
@@ -84,7 +95,7 @@ class Engine:
             return self._fail(result, F.NOT_REGULAR, str(data))
         if isinstance(data, OSError):
             return self._fail(result, F.UNREADABLE, f"cannot read: {data.strerror or data}")
-        if not self._may_refer(source, data):
+        if not screened and not self._may_refer(source, data):
             return result
         if source.kind == "python":
             return self._python(source, data, result)
@@ -102,25 +113,23 @@ class Engine:
         return None
 
     def _may_refer(self, source: SourceFile, data: bytes) -> bool:
-        """Cheap tests every file with a reference passes; most files fail the first.
-
-        A reference spells a table package (`vllm_ascend`), unless it is a relative import,
-        which only a file inside such a package can hold; and it spells the last component
-        of a moved name (see `Resolver.trigger_pattern`).
-        """
+        """The byte tests of `migrator.core.prefilter`: every file with a reference passes
+        them; most files fail the first (it spells no table package and lies in none)."""
         data = as_utf8(data)
         python = source.kind == "python"
         if python and b"\x00" not in data and any(g in data for g in self._guards):
             return True
-        if not any(package in data for package in self._packages) and not any(
-            part in self.resolver.packages for part in source.path.parts
-        ):
+        path = source.path
+        parts = path.parts if path.is_absolute() else self._cwd + path.parts
+        inside = not self._package_names.isdisjoint(parts)
+        if not inside and not any(package in data for package in self._packages):
             return False
         # A NUL byte marks other text as binary; a Python file that spells a moved name is
         # parsed anyway, so the parser's refusal is reported (VAM901), never passed as clean.
         if b"\x00" in data and not python:
             return False
-        return self._trigger.search(data) is not None
+        # Only a file inside a package has relative imports, which take folders of its path.
+        return self._prefilter.may_refer(data, frozenset(parts) if inside else frozenset())
 
     # -- Python ----------------------------------------------------------------------------
 

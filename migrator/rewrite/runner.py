@@ -8,20 +8,19 @@ for a diff. Results come back in input order, so output is deterministic whateve
 
 from __future__ import annotations
 
-import ctypes
-import multiprocessing
 import os
-import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 
 from migrator.core import findings as F
 from migrator.core.discover import SourceFile
 from migrator.core.resolver import Resolver
-from migrator.core.writer import WriteRefused, atomic_write
 from migrator.rewrite.engine import Engine, FileResult, Options, Read
+
+# multiprocessing, ctypes and the writer (tempfile) are imported where they are used: a
+# check that needs no pool and writes nothing does not pay for them at start-up.
 from rules import Pack
 
 # Below this many files that need processing, a pool costs more than it saves.
@@ -56,6 +55,9 @@ def _init_worker(job: Job) -> None:
     """A pool worker: build the engine, and die with the parent (a killed `vam` must not
     leave workers that go on writing files)."""
     if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -66,17 +68,21 @@ def _init_worker(job: Job) -> None:
     _init(job)
 
 
-def _work(item: tuple[SourceFile, Read], write: bool = True) -> FileResult:
+def _work(
+    item: tuple[SourceFile, Read], write: bool = True, screened: bool = False
+) -> FileResult:
     assert _engine is not None and _job is not None
     source, data = item
     try:
-        result = _engine.process(source, data)
+        result = _engine.process(source, data, screened)
     except Exception as exc:  # a bug in vam must not stop the run or touch the file
         result = FileResult(str(source.path), failed=True)
         result.findings.append(F.failure(
             F.INTERNAL_ERROR, f"internal error ({type(exc).__name__}: {exc}); file left "
             "untouched - please report this with the file"))
     if result.new is not None and _job.write and write:
+        from migrator.core.writer import WriteRefused, atomic_write
+
         try:
             atomic_write(source.path, result.new)
         except WriteRefused as exc:
@@ -134,15 +140,19 @@ def run(
     keep = [data is not None for data in screened]
     todo = [(s, d) for s, d in zip(sources, screened, strict=True) if d is not None]
     workers = pool_size(jobs, len(todo))
+    work = partial(_work, screened=True)  # the parent made the byte tests
     if workers <= 1 or len(todo) < _POOL_THRESHOLD:
-        yield from _merge(sources, keep, map(_work, todo), on_result)
+        yield from _merge(sources, keep, map(work, todo), on_result)
         return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(method)
     with ProcessPoolExecutor(
         workers, mp_context=context, initializer=_init_worker, initargs=(job,)
     ) as pool:
-        yield from _merge(sources, keep, pool.map(_work, todo, chunksize=_CHUNK), on_result)
+        yield from _merge(sources, keep, pool.map(work, todo, chunksize=_CHUNK), on_result)
 
 
 def run_bytes(source: SourceFile, data: bytes, job: Job) -> FileResult:
