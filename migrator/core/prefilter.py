@@ -27,13 +27,20 @@ from collections.abc import Iterable
 
 # A component spelled in pieces: a word character, a closing quote, then (across spaces,
 # line continuations and comments) an opening quote with its prefix and a word character;
-# or an escape that can stand for a word character or a dot; or a backslash line
-# continuation right after a word character (inside a literal it joins the lines).
+# an escape that can stand for a word character or a dot; a backslash line continuation
+# right after a word character (inside a literal it joins the lines). Each alternative
+# starts with a quote or a backslash (the lookbehinds come after it), so `re` skips to
+# those characters instead of trying every position.
 _IN_PIECES = re.compile(
-    rb"""\w["'](?:\s|\\\r?\n|\#[^\r\n]*)*[rRbBuUfF]{0,2}["']\w"""
-    rb"""|\\(?:x[0-9a-fA-F]{2}|[0-7]{1,3}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|N\{)"""
-    rb"""|\w\\\r?\n"""
+    rb"""["'](?<=\w["'])(?:\s|\\\r?\n|\#[^\r\n]*)*[rRbBuUfF]{0,2}["']\w"""
+    rb"""|\\(?:x[0-9a-fA-F]{2}|[0-7]{1,3}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|N\{|(?<=\w\\)\r?\n)"""
 )
+# Where the two references that spell no last component end (`Resolver.special_pattern`):
+# a star import, and a format field right after a dot. The word before is checked apart.
+_STAR_IMPORT = re.compile(rb"import[\s\\(]+\*")
+_FORMAT_FIELD = re.compile(rb"\.[{%]")
+_SPACE = frozenset(b" \t\n\r\f\v\\")
+_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 def word_alternation(words: Iterable[str]) -> str:
@@ -63,11 +70,11 @@ def _emit(node: dict[str, dict]) -> str:
 class Prefilter:
     """Tests 2 and 3 of the module docstring for one table.
 
-    `olds`: every moved or removed name of the active steps. `special`: a bytes regex of
-    the forms that spell no last component (see `Resolver.trigger_pattern`), or None.
+    `olds`: every moved or removed name of the active steps. `star_sources`: the modules
+    that lost names (a star import from one needs a human).
     """
 
-    def __init__(self, olds: Iterable[str], special: bytes | None):
+    def __init__(self, olds: Iterable[str], star_sources: Iterable[str]):
         # last component -> the other components of each name ending in it
         self._rest: dict[bytes, list[tuple[str, ...]]] = {}
         for old in set(olds):
@@ -75,7 +82,9 @@ class Prefilter:
             self._rest.setdefault(leaf.encode(), []).append(tuple(rest))
         words = word_alternation(leaf.decode() for leaf in self._rest)
         self._leaves = re.compile(rb"\b(?:" + words.encode() + rb")\b") if words else None
-        self._special = re.compile(special) if special else None
+        self._stars = frozenset(m.rpartition(".")[2].encode() for m in star_sources)
+        self._parents = frozenset(rest[-1].encode() for v in self._rest.values() for rest in v
+                                  if rest)
 
     def may_refer(self, data: bytes, folders: frozenset[str] = frozenset()) -> bool:
         """Whether `data` (UTF-8 or ASCII-compatible bytes) passes tests 2 and 3; `folders`
@@ -90,6 +99,29 @@ class Prefilter:
             for rest in self._rest[leaf]:
                 if all(part in folders or part.encode() in data for part in rest):
                     return True
-        if self._special is not None and self._special.search(data):
+        if self._special(data):
             return True
         return bool(seen) and _IN_PIECES.search(data) is not None
+
+    def _special(self, data: bytes) -> bool:
+        """Whether `Resolver.special_pattern` matches `data`: a star import from a module
+        that lost names, or a dot and a format field after a parent of a moved name."""
+        for match in _STAR_IMPORT.finditer(data) if self._stars else ():
+            start = match.start()
+            gap = start
+            while gap > 0 and data[gap - 1] in _SPACE:
+                gap -= 1
+            if gap < start and _word_before(data, gap) in self._stars:
+                return True
+        for match in _FORMAT_FIELD.finditer(data) if self._parents else ():
+            if _word_before(data, match.start()) in self._parents:
+                return True
+        return False
+
+
+def _word_before(data: bytes, end: int) -> bytes:
+    """The run of word characters that ends at `end` (empty when none does)."""
+    start = end
+    while start > 0 and data[start - 1] in _WORD:
+        start -= 1
+    return data[start:end]

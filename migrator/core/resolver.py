@@ -145,7 +145,7 @@ class Resolver:
     def prefilter(self) -> Prefilter:
         """The byte tests a file must pass to be decoded and parsed (`migrator.core.prefilter`)."""
         olds = (old for step in self.steps for old, _ in step.olds())
-        return Prefilter(olds, self.special_pattern())
+        return Prefilter(olds, self.symbol_sources())
 
     def is_ours(self, dotted: str) -> bool:
         return dotted.partition(".")[0] in self.packages

@@ -104,6 +104,23 @@ def test_a_name_spelled_in_pieces_is_still_reported(tmp_path: Path, source: str)
     assert [f.code for f in result.findings] == [F.NEEDS_HUMAN], result.findings
 
 
+@pytest.mark.parametrize(("source", "needle"), [
+    ("from vllm_ascend.distributed.utils import *\n", "star import"),
+    ('m = f"vllm_ascend.distributed.{name}"\n', "format field"),
+    ('m = "vllm_ascend.distributed.%s" % name\n', "format field"),
+    ('m = "vllm_ascend.distributed.{}".format(name)\n', "format field"),
+])
+def test_forms_that_spell_no_last_component_pass_the_byte_tests(
+    tmp_path: Path, source: str, needle: str
+) -> None:
+    path = tmp_path / "forms.py"
+    path.write_text(source)
+    result = engine(report_only=True).process(SourceFile(path, tmp_path, "python"))
+    assert result.parsed
+    assert [f.code for f in result.findings] == [F.NEEDS_HUMAN], result.findings
+    assert needle in result.findings[0].message
+
+
 def test_check_reports_what_migrate_reports_on_doctests_and_comments_without_libcst(
     tmp_path: Path,
 ) -> None:
