@@ -325,8 +325,8 @@ def ruff_config(vam: list[str], ruff: str, folder: Path) -> Path:
         capture_output=True,
         text=True,
     )
-    # ruff reports the deepest banned module it matches: the package itself once a step
-    # moves all of `kvpool`, its `backend` submodule before that.
+    # Either ban proves the config works: the whole `kvpool` package (which the table moves
+    # as one) or its `backend` submodule (what an older table banned).
     if out.returncode != 1 or "TID251 `vllm_ascend.distributed.kvpool" not in out.stdout:
         raise SystemExit(
             f"ruff does not flag {PROBE.strip()!r} with the exported config:\n"
