@@ -3,6 +3,8 @@ for the rewriters and encoded back byte for byte in the same encoding, BOM first
 
 from __future__ import annotations
 
+import io
+import tokenize
 from dataclasses import dataclass
 
 # UTF-32-LE's BOM starts with UTF-16-LE's: the longer ones are tried first.
@@ -49,3 +51,37 @@ def as_utf8(data: bytes) -> bytes:
     if wide is None:
         return data
     return data[len(wide.bom) :].decode(wide.codec, errors="replace").encode("utf-8")
+
+
+def decode_python(data: bytes) -> tuple[str, str]:
+    """(encoding, text) of Python source bytes per PEP 263 and the BOM.
+
+    Raises:
+        SyntaxError: a malformed or unknown coding cookie.
+        UnicodeDecodeError: bytes invalid in the declared encoding.
+    """
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return encoding, data.decode(encoding)
+
+
+def as_text(data: bytes, encoding: str) -> str | None:
+    """`data` decoded as `encoding` (or the wide encoding its BOM says); None for bytes that do
+    not decode or hold a NUL (binary)."""
+    wide = wide_encoding(data)
+    try:
+        text = wide.decode(data) if wide else data.decode(encoding)
+    except (UnicodeDecodeError, LookupError):
+        return None
+    return None if "\x00" in text else text
+
+
+def nul_position(text: str) -> tuple[int, int]:
+    """(line, column), both 1-based, of the first NUL in `text`."""
+    offset = text.index("\x00")
+    return text.count("\n", 0, offset) + 1, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def decode_reason(exc: BaseException) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return f"invalid {exc.encoding} byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -7,6 +7,8 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import accumulate, count
+from operator import add
 
 from migrator.core.resolver import Resolution
 
@@ -57,7 +59,11 @@ class LineIndex:
     """Maps offsets in a text to 1-based (line, column) pairs."""
 
     def __init__(self, text: str):
-        self.starts = [0, *(m.end() for m in NEWLINE.finditer(text))]
+        if "\r" in text:
+            self.starts = [0, *(m.end() for m in NEWLINE.finditer(text))]
+        else:  # the common case, without a Python-level step per line
+            lengths = accumulate(map(len, text.split("\n")[:-1]), initial=0)
+            self.starts = list(map(add, lengths, count()))  # + one newline per line
 
     def position(self, offset: int) -> tuple[int, int]:
         line = bisect_right(self.starts, offset)

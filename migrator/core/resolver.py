@@ -14,11 +14,11 @@ next `vam check`.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from migrator.core.prefilter import Prefilter, word_alternation
 from rules import ModuleMove, Pack, Removal, RulesError, Step, SymbolMove, version_key
 
 
@@ -127,24 +127,40 @@ class Resolver:
 
         A reference to a moved or removed name always spells its last component (absolute,
         relative, dotted, attribute chain or file path), so files without any of them are
-        never parsed. Two forms spell none, and are matched on their own: a star import from
-        a module that lost names, and a string completed at run time below a parent
-        (`f"pkg.{name}"`, `"pkg.%s" % name`, `"pkg.{}".format(name)`).
+        never parsed. Two forms spell none, and are matched on their own
+        (`special_pattern`). The last components are one trie-shaped alternation
+        (`word_alternation`): its cost does not grow with the number of names.
         """
-        words = sorted(self.leaf_names(), key=len, reverse=True)
-        alternatives = [rf"\b(?:{'|'.join(map(re.escape, words))})\b"] if words else []
-        for module in sorted(self.symbol_sources()):
-            leaf = re.escape(module.rpartition(".")[2])
-            alternatives.append(rf"\b{leaf}[\s\\]+import[\s\\(]+\*")
-        parents = {
+        words = word_alternation(self.leaf_names())
+        alternatives = [rf"\b(?:{words})\b"] if words else []
+        special = self.special_pattern()
+        if special is not None:
+            alternatives.append(special.decode())
+        return "|".join(alternatives).encode() or rb"(?!)"
+
+    def special_pattern(self) -> bytes | None:
+        """A bytes regex of the two references that spell no last component: a star import
+        from a module that lost names, and a string completed at run time below a parent
+        (`f"pkg.{name}"`, `"pkg.%s" % name`, `"pkg.{}".format(name)`); None when the steps
+        have neither."""
+        alternatives = []
+        stars = word_alternation(m.rpartition(".")[2] for m in self.symbol_sources())
+        if stars:
+            alternatives.append(rf"\b(?:{stars})[\s\\]+import[\s\\(]+\*")
+        parents = word_alternation(
             old.rpartition(".")[0].rpartition(".")[2]
             for step in self.steps
             for old, _ in step.olds()
-        }
-        if parents - {""}:
-            joined = "|".join(map(re.escape, sorted(parents - {""})))
-            alternatives.append(rf"\b(?:{joined})\.(?:\{{|%)")
-        return "|".join(alternatives).encode() or rb"(?!)"
+            if "." in old
+        )
+        if parents:
+            alternatives.append(rf"\b(?:{parents})\.(?:\{{|%)")
+        return "|".join(alternatives).encode() if alternatives else None
+
+    def prefilter(self) -> Prefilter:
+        """The byte tests a file must pass to be decoded and parsed (`migrator.core.prefilter`)."""
+        olds = (old for step in self.steps for old, _ in step.olds())
+        return Prefilter(olds, self.symbol_sources())
 
     def is_ours(self, dotted: str) -> bool:
         return dotted.partition(".")[0] in self.packages

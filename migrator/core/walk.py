@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 import pathspec
+from pathspec.pattern import RegexPattern
+from pathspec.util import normalize_file
 
 SKIPPED_DIRS = frozenset(
     {
@@ -44,7 +46,46 @@ SKIPPED_DIRS = frozenset(
 BUILD_DIRS = frozenset({"build", "dist"})
 _PROJECT_FILES = ("pyproject.toml", "setup.py", "setup.cfg")
 
-_Specs = list[tuple[str, pathspec.PathSpec]]
+_NAMED_GROUP = re.compile(r"\(\?P<\w+>")
+
+
+class _Gitignore:
+    """One `.gitignore`. pathspec tries its patterns one by one for every path; one regex of
+    all its ignoring patterns first tells the paths none of them matches (most paths), which
+    nothing in the file can ignore, so pathspec decides only for the rest."""
+
+    def __init__(self, lines: list[str]):
+        self.spec = pathspec.PathSpec.from_lines("gitwildmatch", lines)
+        regexes = [p for p in self.spec.patterns if isinstance(p, RegexPattern)]
+        self.screen = (
+            _any_of(p.regex for p in regexes if p.include and p.regex is not None)
+            if len(regexes) == len(self.spec.patterns)
+            else None
+        )
+
+    def match_file(self, rel: str) -> bool:
+        if self.screen is not None and self.screen.search(normalize_file(rel)) is None:
+            return False
+        return self.spec.match_file(rel)
+
+
+def _any_of(regexes: Iterable[re.Pattern[str]]) -> re.Pattern[str] | None:
+    """One regex that matches where any of `regexes` does (each as `search` applies it);
+    None when they cannot be joined (flags that differ, a syntax the join breaks)."""
+    listed = list(regexes)
+    if not listed:
+        return re.compile(r"(?!)")
+    if any(r.flags != listed[0].flags or "(?P=" in r.pattern for r in listed):
+        return None
+    # Named groups repeat from pattern to pattern; the join needs none of them.
+    parts = (_NAMED_GROUP.sub("(?:", r.pattern) for r in listed)
+    try:
+        return re.compile("|".join(f"(?:{part})" for part in parts), listed[0].flags)
+    except re.error:
+        return None
+
+
+_Specs = list[tuple[str, _Gitignore]]
 
 
 _SPECIAL = (
@@ -82,8 +123,20 @@ def read_regular(path: Path) -> bytes:
         NotRegularFile: `path` is not a regular file (the message says what it is).
         OSError: it cannot be opened or read.
     """
-    with open_regular(path) as handle:
-        return handle.read()
+    # Opening a FIFO for reading blocks until a writer comes, unless O_NONBLOCK. Plain
+    # descriptor calls: a buffered file object costs more than reading most files.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise NotRegularFile(f"not a regular file ({file_type(status.st_mode)})")
+        os.set_blocking(fd, True)
+        chunks = []
+        while chunk := os.read(fd, max(status.st_size + 1, _READ_SIZE)):  # until EOF
+            chunks.append(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def open_regular(path: Path) -> BinaryIO:
@@ -103,6 +156,9 @@ def open_regular(path: Path) -> BinaryIO:
         handle.close()
         raise
     return handle
+
+
+_READ_SIZE = 1 << 16
 
 
 def _nonblocking(path: str, flags: int) -> int:
@@ -235,8 +291,8 @@ def _ignored(rel: str, specs: _Specs) -> bool:
     return False
 
 
-def _gitignore_of(entries: list[os.DirEntry[str]]) -> pathspec.PathSpec | None:
-    """The folder's `.gitignore` as a PathSpec; None when there is no such regular file or it
+def _gitignore_of(entries: list[os.DirEntry[str]]) -> _Gitignore | None:
+    """The folder's `.gitignore`; None when there is no such regular file or it
     cannot be read (a FIFO named `.gitignore` must not block the walk)."""
     for entry in entries:
         if entry.name == ".gitignore" and entry.is_file():  # a link to one counts
@@ -245,5 +301,5 @@ def _gitignore_of(entries: list[os.DirEntry[str]]) -> pathspec.PathSpec | None:
                     lines = handle.read().splitlines()
             except OSError:
                 return None
-            return pathspec.PathSpec.from_lines("gitwildmatch", lines)
+            return _Gitignore(lines)
     return None

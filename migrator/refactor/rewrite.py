@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from migrator.core import findings as F
+from migrator.core.decoding import decode_python
 from migrator.core.discover import SourceFile, iter_files, kind_of
 from migrator.core.resolver import Resolver
 from migrator.core.settings import Options
@@ -22,7 +23,7 @@ from migrator.refactor.layout import module_path, package_of_file
 from migrator.refactor.plan import Plan, PlanError
 from migrator.refactor.relative import Origin, absolutize, relativize
 from migrator.refactor.runtime import runtime_files
-from migrator.rewrite.engine import Engine, Read, decode_python
+from migrator.rewrite.engine import Engine, Read
 from rules import Pack
 
 

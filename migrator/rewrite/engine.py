@@ -7,16 +7,22 @@ the original encoding. Nothing here touches the disk except reading the file.
 
 from __future__ import annotations
 
-import io
 import os
 import platform
 import re
-import tokenize
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TypeAlias
 
 from migrator.core import findings as F
-from migrator.core.decoding import as_utf8, wide_encoding
+from migrator.core.decoding import (
+    as_text,
+    as_utf8,
+    decode_python,
+    decode_reason,
+    nul_position,
+    wide_encoding,
+)
 from migrator.core.discover import SourceFile
 from migrator.core.modname import package_of
 from migrator.core.pins import distribution_names
@@ -78,8 +84,16 @@ class Engine:
         self.resolver = resolver
         self.options = options
         self.stream = stream
+        self._prefilter = resolver.prefilter()
         self._trigger = re.compile(resolver.trigger_pattern())
         self._packages = tuple(p.encode() for p in resolver.packages)
+        self._package_names = frozenset(resolver.packages)
+        # Relative paths are taken from here; a tree checked from inside a package (`cd
+        # vllm_ascend/distributed && vam check .`) is still inside it.
+        try:
+            self._cwd: tuple[str, ...] = Path.cwd().parts
+        except OSError:  # the working directory was removed
+            self._cwd = ()
         # ASCII word boundaries: `mooncake_connector中` still names the module.
         line_trigger = re.compile(resolver.trigger_pattern().decode(), re.ASCII)
         self._python_rewriter = PythonRewriter(resolver, line_trigger)
@@ -94,9 +108,12 @@ class Engine:
         self._capped: dict[str, Engine] = {}
         self._reporter: Engine | None = None
 
-    def process(self, source: SourceFile, data: Read | None = None) -> FileResult:
+    def process(
+        self, source: SourceFile, data: Read | None = None, screened: bool = False
+    ) -> FileResult:
         """New bytes and findings for `source`; `data` is what `screen` read (read here when
-        None), so a file is read once per run."""
+        None), so a file is read once per run. `screened`: `screen` passed `data` already,
+        so the byte tests are not made twice."""
         result = FileResult(str(source.path))
         if data is None:
             data = read(source)
@@ -106,7 +123,7 @@ class Engine:
             return self._fail(result, F.NOT_REGULAR, str(data))
         if isinstance(data, OSError):
             return self._fail(result, F.UNREADABLE, f"cannot read: {data.strerror or data}")
-        if not self._may_refer(source, data):
+        if not screened and not self._may_refer(source, data):
             return result
         if self._triggered(source, data):
             if source.kind == "python":
@@ -116,7 +133,7 @@ class Engine:
             else:
                 self._text(source, data, result)
         if self._below is not None and not result.failed:
-            text = _as_text(data, result.encoding)
+            text = as_text(data, result.encoding)
             if text is not None and not T.ignores_file(text):
                 result.findings.extend(self._below.findings(text))
         return result
@@ -153,25 +170,23 @@ class Engine:
             return False  # reading it says why
 
     def _may_refer(self, source: SourceFile, data: bytes) -> bool:
-        """Cheap tests every file with a reference passes; most files fail the first.
-
-        A reference spells a table package (`vllm_ascend`), unless it is a relative import,
-        which only a file inside such a package can hold; and it spells the last component
-        of a moved name (see `Resolver.trigger_pattern`).
-        """
+        """The byte tests of `migrator.core.prefilter`: every file with a reference passes
+        them; most files fail the first (it spells no table package and lies in none)."""
         data = as_utf8(data)
         python = source.kind == "python"
         if python and b"\x00" not in data and any(g in data for g in self._guards):
             return True
-        if not any(package in data for package in self._packages) and not any(
-            part in self.resolver.packages for part in source.path.parts
-        ):
+        path = source.path
+        parts = path.parts if path.is_absolute() else self._cwd + path.parts
+        inside = not self._package_names.isdisjoint(parts)
+        if not inside and not any(package in data for package in self._packages):
             return False
         # A NUL byte marks other text as binary; a Python file that spells a moved name is
         # parsed anyway, so the parser's refusal is reported (VAM901), never passed as clean.
         if b"\x00" in data and not python:
             return False
-        if self._trigger.search(data) is not None:
+        # Only a file inside a package has relative imports, which take folders of its path.
+        if self._prefilter.may_refer(data, frozenset(parts) if inside else frozenset()):
             return True
         return self._below is not None and self._below.trigger.search(data) is not None
 
@@ -190,7 +205,7 @@ class Engine:
         try:
             encoding, text = (wide.name, wide.decode(data)) if wide else decode_python(data)
         except (SyntaxError, UnicodeDecodeError, LookupError) as exc:
-            return self._fail(result, F.UNREADABLE, f"cannot decode: {_reason(exc)}")
+            return self._fail(result, F.UNREADABLE, f"cannot decode: {decode_reason(exc)}")
         result.encoding = encoding
         if T.ignores_file(text):
             return result
@@ -201,7 +216,7 @@ class Engine:
         except (SyntaxError, RecursionError, MemoryError) as exc:
             if isinstance(exc, SyntaxError) and "\x00" in text:
                 # No Python accepts a NUL byte: say where it is, not "newer Python".
-                line, col = _nul_position(text)
+                line, col = nul_position(text)
                 reason = f"NUL byte at line {line}, column {col} (Python source cannot hold one)"
             elif isinstance(exc, SyntaxError):
                 line, col = exc.lineno or 0, exc.offset or 0
@@ -249,7 +264,8 @@ class Engine:
             raw = data.decode("utf-8")  # nbformat: always UTF-8
             new, findings = rewrite_notebook(raw, self._python_cell, self._text_findings)
         except (UnicodeDecodeError, ValueError) as exc:
-            return self._fail(result, F.UNREADABLE, f"not a readable notebook: {_reason(exc)}")
+            why = decode_reason(exc)
+            return self._fail(result, F.UNREADABLE, f"not a readable notebook: {why}")
         result.findings.extend(findings)
         if new != raw:
             result.new = new.encode("utf-8")
@@ -262,7 +278,8 @@ class Engine:
             text = wide.decode(data) if wide else data.decode(encoding)
         except UnicodeDecodeError as exc:
             name = wide.name.upper() if wide else "UTF-8"
-            return self._fail(result, F.UNREADABLE, f"cannot decode as {name}: {_reason(exc)}")
+            why = decode_reason(exc)
+            return self._fail(result, F.UNREADABLE, f"cannot decode as {name}: {why}")
         result.encoding = wide.name if wide else encoding
         if T.ignores_file(text):
             return result
@@ -362,37 +379,3 @@ def read(source: SourceFile) -> bytes | OSError:
         return read_regular(source.path)
     except OSError as exc:
         return exc
-
-
-def decode_python(data: bytes) -> tuple[str, str]:
-    """(encoding, text) of Python source bytes per PEP 263 and the BOM.
-
-    Raises:
-        SyntaxError: a malformed or unknown coding cookie.
-        UnicodeDecodeError: bytes invalid in the declared encoding.
-    """
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    return encoding, data.decode(encoding)
-
-
-def _as_text(data: bytes, encoding: str) -> str | None:
-    """`data` decoded as `encoding` (or the wide encoding its BOM says); None for bytes that do
-    not decode or hold a NUL (binary)."""
-    wide = wide_encoding(data)
-    try:
-        text = wide.decode(data) if wide else data.decode(encoding)
-    except (UnicodeDecodeError, LookupError):
-        return None
-    return None if "\x00" in text else text
-
-
-def _nul_position(text: str) -> tuple[int, int]:
-    """(line, column), both 1-based, of the first NUL in `text`."""
-    offset = text.index("\x00")
-    return text.count("\n", 0, offset) + 1, offset - (text.rfind("\n", 0, offset) + 1) + 1
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, UnicodeDecodeError):
-        return f"invalid {exc.encoding} byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

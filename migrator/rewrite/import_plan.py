@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import enum
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from migrator.core import findings as F
 from migrator.core.modname import RelativeImportError, resolve_relative
@@ -147,6 +147,23 @@ def statement_findings(node: ast.stmt, resolver: Resolver, package: str | None) 
     star = names == [("*", None)]
     plan = plan_from_import(module, names, resolver)
     return from_import_findings(module, node.level > 0, star, plan, resolver)
+
+
+def judge_import_line(
+    lead: str, code: str, ctx: ImportContext, kind: str = "comment"
+) -> tuple[list[str] | None, list[F.Finding]] | None:
+    """The findings re-planning an import statement written in text (`code`, after `lead`:
+    `# `, `>>> `) would report, judged from the `ast` alone, with the signature and results
+    of `migrator.rewrite.transformer.rewrite_import_line` less the new lines (always None):
+    check mode needs no libcst. None when `code` is not a single import statement."""
+    try:
+        body = ast.parse(code).body
+    except (SyntaxError, ValueError):
+        return None
+    if len(body) != 1 or not isinstance(body[0], (ast.Import, ast.ImportFrom)):
+        return None
+    found = statement_findings(body[0], ctx.resolver, ctx.package)
+    return None, [replace(f, kind=kind) for f in found]
 
 
 def absolute_module(anchor_package: str | None, level: int, module: str | None) -> str | None:

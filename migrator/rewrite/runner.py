@@ -8,26 +8,32 @@ for a diff. Results come back in input order, so output is deterministic whateve
 
 from __future__ import annotations
 
-import ctypes
-import multiprocessing
 import os
-import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
+from typing import TYPE_CHECKING
 
 from migrator.core import findings as F
 from migrator.core.discover import SourceFile
 from migrator.core.resolver import Resolver
-from migrator.core.writer import WriteRefused, atomic_write
 from migrator.rewrite import stream
 from migrator.rewrite.engine import Engine, FileResult, Options, Read
 from rules import Pack
 
+# multiprocessing, ctypes and the writer (tempfile) are imported where they are used: a
+# check that needs no pool and writes nothing does not pay for them at start-up.
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
 # Below this many files that need processing, a pool costs more than it saves.
 _POOL_THRESHOLD = 32
 _CHUNK = 16
+# From this many files on, the workers read and screen them too (in chunks this big).
+_SCREEN_IN_POOL = 1024
+_SCREEN_CHUNK = 64
 _PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
@@ -59,6 +65,9 @@ def _init_worker(job: Job) -> None:
     """A pool worker: build the engine, and die with the parent (a killed `vam` must not
     leave workers that go on writing files)."""
     if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -66,20 +75,25 @@ def _init_worker(job: Job) -> None:
             pass
         if os.getppid() == 1:  # the parent died before prctl took effect
             os._exit(1)
-    _init(job)
+    if _job is not job:  # a forked worker has the parent's engine for this very job
+        _init(job)
 
 
-def _work(item: tuple[SourceFile, Read], write: bool = True) -> FileResult:
+def _work(
+    item: tuple[SourceFile, Read], write: bool = True, screened: bool = False
+) -> FileResult:
     assert _engine is not None and _job is not None
     source, data = item
     try:
-        result = _engine.process(source, data)
+        result = _engine.process(source, data, screened)
     except Exception as exc:  # a bug in vam must not stop the run or touch the file
         result = FileResult(str(source.path), failed=True)
         result.findings.append(F.failure(
             F.INTERNAL_ERROR, f"internal error ({type(exc).__name__}: {exc}); file left "
             "untouched - please report this with the file"))
     if result.new is not None and _job.write and write:
+        from migrator.core.writer import WriteRefused, atomic_write
+
         try:
             if result.edits is not None:
                 stream.write(source.path, result.edits)
@@ -131,25 +145,48 @@ def run(
 ) -> Iterator[FileResult]:
     """Process `sources`, yielding one result per file in input order.
 
-    The parent screens every file first (its one read and two byte searches); only files that
-    may hold a reference go to the workers, with their bytes, and a pool is started only when
-    there are enough of them to pay for it.
+    Few files: the parent screens every file first (its one read and the byte tests); only
+    files that may hold a reference go to the workers, with their bytes, and a pool is
+    started only when there are enough of them to pay for it. Many files (a whole tree):
+    reading and screening are most of the work, so the workers do them too, in chunks of
+    files in walk order.
     """
     _init(job)
     assert _engine is not None
+    if min(jobs, default_jobs()) > 1 and len(sources) >= _SCREEN_IN_POOL:
+        with _pool(job, min(jobs, default_jobs())) as pool:
+            results = pool.map(_screen_and_work, sources, chunksize=_SCREEN_CHUNK)
+            yield from _merge(sources, [True] * len(sources), results, on_result)
+        return
     screened = [_engine.screen(source) for source in sources]
     keep = [data is not None for data in screened]
     todo = [(s, d) for s, d in zip(sources, screened, strict=True) if d is not None]
     workers = pool_size(jobs, len(todo))
+    work = partial(_work, screened=True)  # the parent made the byte tests
     if workers <= 1 or len(todo) < _POOL_THRESHOLD:
-        yield from _merge(sources, keep, map(_work, todo), on_result)
+        yield from _merge(sources, keep, map(work, todo), on_result)
         return
+    with _pool(job, workers) as pool:
+        yield from _merge(sources, keep, pool.map(work, todo, chunksize=_CHUNK), on_result)
+
+
+def _screen_and_work(source: SourceFile) -> FileResult:
+    assert _engine is not None
+    data = _engine.screen(source)
+    if data is None:
+        return FileResult(str(source.path))
+    return _work((source, data), screened=True)
+
+
+def _pool(job: Job, workers: int) -> ProcessPoolExecutor:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(method)
-    with ProcessPoolExecutor(
+    return ProcessPoolExecutor(
         workers, mp_context=context, initializer=_init_worker, initargs=(job,)
-    ) as pool:
-        yield from _merge(sources, keep, pool.map(_work, todo, chunksize=_CHUNK), on_result)
+    )
 
 
 def run_bytes(source: SourceFile, data: bytes, job: Job) -> FileResult:

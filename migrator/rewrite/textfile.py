@@ -14,16 +14,14 @@
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Iterator
-from dataclasses import replace
 
 from migrator.core import findings as F
 from migrator.core.edits import NEWLINE, LineIndex, TextEdit
 from migrator.core.resolver import Resolver
 from migrator.rewrite import text as T
-from migrator.rewrite.import_plan import ImportContext, statement_findings
+from migrator.rewrite.import_plan import ImportContext, judge_import_line
 from migrator.rewrite.records import traceback_lines
 
 # One import statement on one line, after the start of the line, blanks, a prompt, a `;`
@@ -160,7 +158,11 @@ def _imports(
         if line in skipped:
             continue
         statement = match.group().rstrip()
-        result = _judge_line(statement, ctx) if report_only else _import_line(statement, ctx)
+        result = (
+            judge_import_line("", statement, ctx, "text")
+            if report_only
+            else _import_line(statement, ctx)
+        )
         if result is None:
             continue
         new_lines, statement_findings = result
@@ -179,20 +181,6 @@ def _statements(text: str, resolver: Resolver) -> Iterator[re.Match[str]]:
     for match in _IMPORT.finditer(text):
         if any(p in match.group() for p in resolver.packages):
             yield match
-
-
-def _judge_line(
-    statement: str, ctx: ImportContext
-) -> tuple[list[str] | None, list[F.Finding]] | None:
-    """What `_import_line` would report for `statement`, from the `ast` alone."""
-    try:
-        body = ast.parse(statement).body
-    except SyntaxError:
-        return None
-    if len(body) != 1 or not isinstance(body[0], (ast.Import, ast.ImportFrom)):
-        return None
-    found = statement_findings(body[0], ctx.resolver, ctx.package)
-    return None, [replace(f, kind="text") for f in found]
 
 
 def _import_line(

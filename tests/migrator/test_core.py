@@ -100,8 +100,17 @@ def test_a_file_is_read_once_with_diff(tmp_path: Path, monkeypatch: pytest.Monke
             reads.append(os.path.abspath(file))
         return real_open(file, *args, **kwargs)
 
+    real_os_open = os.open
+
+    def counting_os_open(path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if isinstance(path, (str, os.PathLike)) and os.path.abspath(path) in sources:
+            reads.append(os.path.abspath(path))
+        return real_os_open(path, *args, **kwargs)
+
     monkeypatch.setattr(io, "open", counting_open)
     monkeypatch.setattr(builtins, "open", counting_open)
+    # The engine reads with descriptor calls (`walk.read_regular`): they count too.
+    monkeypatch.setattr(os, "open", counting_os_open)
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["migrate", "--diff", "-j", "1", "."])
     assert result.exit_code == 0, result.output

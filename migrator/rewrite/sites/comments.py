@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from migrator.rewrite.comment_imports import rewrite_comment
 from migrator.rewrite.sites.context import Protected, SiteContext, SiteEdits, SiteOutput
-from migrator.rewrite.sites.textual import import_line
+from migrator.rewrite.sites.textual import import_line_rewriter
 
 
 def rewrite_comments(ctx: SiteContext, protected: Protected) -> SiteEdits:
@@ -18,6 +18,7 @@ def rewrite_comments(ctx: SiteContext, protected: Protected) -> SiteEdits:
     wanted = ctx.lines - protected.import_lines
     spans = _string_spans_by_line(ctx, wanted)
     statement_ctx = ctx.statement_context()
+    import_line = import_line_rewriter(ctx)
     for number in sorted(wanted):
         line_start = ctx.smap.starts[number - 1]
         hash_at = _comment_start(ctx.smap.line(number), line_start, spans.get(number, []))

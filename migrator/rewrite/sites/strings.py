@@ -15,7 +15,7 @@ from migrator.core import findings as F
 from migrator.core.resolver import Resolver
 from migrator.rewrite import text as T
 from migrator.rewrite.sites.context import Protected, SiteContext, SiteEdits, SiteOutput
-from migrator.rewrite.sites.textual import import_line, rewrite_text
+from migrator.rewrite.sites.textual import import_line_rewriter, rewrite_text
 from rules import is_under
 
 _DOCTEST_IMPORT = re.compile(r"(?m)^([ \t]*>>>[ \t]+)((?:from|import)[ \t][^\r\n]*)$")
@@ -134,6 +134,7 @@ def _doctest_imports(
     the import rules; returns the spans they cover (the text pass skips them)."""
     covered: list[tuple[int, int]] = []
     statement_ctx = ctx.statement_context()
+    import_line = import_line_rewriter(ctx)
     for match in _DOCTEST_IMPORT.finditer(ctx.smap.text, start, end):
         result = import_line(match.group(1), match.group(2), statement_ctx, kind)
         if result is None or protected.skip(match.start(), match.end()):

@@ -9,7 +9,8 @@ import ast
 from migrator.core import findings as F
 from migrator.core.placement import comment_only_after
 from migrator.rewrite import text as T
-from migrator.rewrite.import_plan import ImportContext
+from migrator.rewrite.comment_imports import ImportLineRewriter
+from migrator.rewrite.import_plan import ImportContext, judge_import_line
 from migrator.rewrite.records import traceback_lines
 from migrator.rewrite.sites.context import Protected, SiteContext, SiteOutput
 
@@ -52,6 +53,13 @@ def import_line(
     from migrator.rewrite.transformer import rewrite_import_line
 
     return rewrite_import_line(lead, code, ctx, kind)
+
+
+def import_line_rewriter(ctx: SiteContext) -> ImportLineRewriter:
+    """What re-plans an import statement written in text (a comment, a doctest line) in
+    this run: in report-only mode the `ast` judge, which needs no libcst (its import alone
+    costs more than checking most files)."""
+    return judge_import_line if ctx.options.report_only else import_line
 
 
 def import_span(ctx: SiteContext, node: ast.stmt) -> tuple[int, int]:
