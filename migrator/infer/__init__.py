@@ -1,8 +1,9 @@
 """`vam rules infer`: a move-table step inferred statically (with `ast`) from two releases.
 
 `migrator.core.sources` (shared with verify-imports' `--against`) and `gitsource` read
-releases into file maps, `index` lists their modules and definitions, `modules` and
-`symbols` match them into `candidate`s, `emit` writes the TOML, `pipeline` runs it all and
+releases into file maps, `index` lists their modules and definitions (`binding`: what is
+bound at run time; `calls`: signatures and registrations), `modules`, `symbols` and
+`renames` match them into `candidate`s, `emit` writes the TOML, `pipeline` runs it all and
 checks the result with the rules loader and `check_against`.
 """
 
