@@ -118,7 +118,7 @@ class Engine:
         if data is None:
             data = read(source)
         if isinstance(data, stream.Streamed):
-            return self._streamed(source, result)
+            return _streamed(self, source, result)
         if isinstance(data, NotRegularFile):
             return self._fail(result, F.NOT_REGULAR, str(data))
         if isinstance(data, OSError):
@@ -143,7 +143,7 @@ class Engine:
         (`Streamed` for a large text file that spells a package), the error when it cannot
         be read (which `process` reports); None when it needs no processing."""
         data: bytes | OSError
-        if self._streams(source):
+        if _streams(self, source):
             try:
                 screened = stream.screen(source.path, self._packages)
             except OSError as exc:
@@ -156,18 +156,6 @@ class Engine:
         if isinstance(data, OSError) or self._may_refer(source, data):
             return data
         return None
-
-    def _streams(self, source: SourceFile) -> bool:
-        """Whether `source` is a text file big enough to stream (Markdown and reST files
-        hold Python blocks: those are read whole)."""
-        if not self.stream or source.kind != "text":
-            return False
-        if source.path.suffix.lower() in _MARKDOWN + _RST:
-            return False
-        try:
-            return os.stat(source.path).st_size >= stream.STREAM_MIN
-        except OSError:
-            return False  # reading it says why
 
     def _may_refer(self, source: SourceFile, data: bytes) -> bool:
         """The byte tests of `migrator.core.prefilter`: every file with a reference passes
@@ -292,8 +280,8 @@ class Engine:
         if pin is None:
             new_text, findings = self.rewrite_document(text, suffix)
         else:
-            new_text, findings = self._capped_engine(pin).rewrite_document(text, suffix)
-            _, later = self._reporting().rewrite_document(new_text, suffix)
+            new_text, findings = _capped_engine(self, pin).rewrite_document(text, suffix)
+            _, later = _reporting(self).rewrite_document(new_text, suffix)
             # In check mode both passes read the same text: a reference already reported as
             # stale for the pinned release is not reported twice.
             findings += held_by_pin(later, findings if self.options.report_only else [], pin)
@@ -312,55 +300,8 @@ class Engine:
             text, self.resolver, diff=suffix in _DIFF, report_only=self.options.report_only
         )
 
-    def _capped_engine(self, pin: ReleasePin) -> Engine:
-        """An engine for the run's steps up to `pin` (none when the baseline is after it)."""
-        engine = self._capped.get(pin.version)
-        if engine is None:
-            low = self.resolver.from_version
-            top = pin.version
-            if low is not None and version_key(low) > version_key(top):
-                top = low
-            pack = self.resolver.pack
-            written = self.resolver.to_version or pack.latest
-            resolver = Resolver(pack, low, top, written_to=written)
-            options = replace(self.options, release_pins=False, default_floor=None)
-            engine = self._capped[pin.version] = Engine(resolver, options)
-        return engine
-
-    def _reporting(self) -> Engine:
-        """This engine's steps in check mode, for what a pinned file keeps."""
-        if self._reporter is None:
-            options = replace(
-                self.options, report_only=True, release_pins=False, default_floor=None
-            )
-            self._reporter = Engine(self.resolver, options)
-        return self._reporter
-
     def _text_findings(self, text: str) -> tuple[str, list[F.Finding]]:
         return rewrite_text(text, self.resolver, report_only=self.options.report_only)
-
-    def _streamed(self, source: SourceFile, result: FileResult) -> FileResult:
-        def line(text: str, removed: bool, record: bool) -> tuple[str, list[F.Finding]]:
-            return rewrite_text(
-                text,
-                self.resolver,
-                report_only=self.options.report_only,
-                history={1} if removed else set(),
-                records={1} if record else set(),
-            )
-
-        diff = source.path.suffix.lower() in _DIFF
-        try:
-            outcome = stream.rewrite(source.path, self._packages, line, diff=diff)
-        except OSError as exc:
-            return self._fail(result, F.UNREADABLE, f"cannot read: {exc.strerror or exc}")
-        if outcome.failure is not None:
-            return self._fail(result, F.UNREADABLE, f"cannot decode as UTF-8: {outcome.failure}")
-        result.encoding = outcome.encoding
-        result.findings.extend(outcome.findings)
-        if outcome.edits is not None:
-            result.new, result.edits = b"", outcome.edits
-        return result
 
     @staticmethod
     def _fail(
@@ -370,6 +311,67 @@ class Engine:
         result.new = None
         result.findings.append(F.failure(code, message, line, col))
         return result
+
+
+def _streams(engine: Engine, source: SourceFile) -> bool:
+    """Whether `source` is a text file big enough to stream (Markdown and reST files
+    hold Python blocks: those are read whole)."""
+    if not engine.stream or source.kind != "text":
+        return False
+    if source.path.suffix.lower() in _MARKDOWN + _RST:
+        return False
+    try:
+        return os.stat(source.path).st_size >= stream.STREAM_MIN
+    except OSError:
+        return False  # reading it says why
+
+
+def _streamed(engine: Engine, source: SourceFile, result: FileResult) -> FileResult:
+    def line(text: str, removed: bool, record: bool) -> tuple[str, list[F.Finding]]:
+        return rewrite_text(
+            text,
+            engine.resolver,
+            report_only=engine.options.report_only,
+            history={1} if removed else set(),
+            records={1} if record else set(),
+        )
+
+    diff = source.path.suffix.lower() in _DIFF
+    try:
+        outcome = stream.rewrite(source.path, engine._packages, line, diff=diff)
+    except OSError as exc:
+        return Engine._fail(result, F.UNREADABLE, f"cannot read: {exc.strerror or exc}")
+    if outcome.failure is not None:
+        return Engine._fail(result, F.UNREADABLE, f"cannot decode as UTF-8: {outcome.failure}")
+    result.encoding = outcome.encoding
+    result.findings.extend(outcome.findings)
+    if outcome.edits is not None:
+        result.new, result.edits = b"", outcome.edits
+    return result
+
+
+def _capped_engine(engine: Engine, pin: ReleasePin) -> Engine:
+    """An engine for the run's steps up to `pin` (none when the baseline is after it)."""
+    capped = engine._capped.get(pin.version)
+    if capped is None:
+        low = engine.resolver.from_version
+        top = pin.version
+        if low is not None and version_key(low) > version_key(top):
+            top = low
+        pack = engine.resolver.pack
+        written = engine.resolver.to_version or pack.latest
+        resolver = Resolver(pack, low, top, written_to=written)
+        options = replace(engine.options, release_pins=False, default_floor=None)
+        capped = engine._capped[pin.version] = Engine(resolver, options)
+    return capped
+
+
+def _reporting(engine: Engine) -> Engine:
+    """`engine`'s steps in check mode, for what a pinned file keeps."""
+    if engine._reporter is None:
+        options = replace(engine.options, report_only=True, release_pins=False, default_floor=None)
+        engine._reporter = Engine(engine.resolver, options)
+    return engine._reporter
 
 
 def read(source: SourceFile) -> bytes | OSError:
