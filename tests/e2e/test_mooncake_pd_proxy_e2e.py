@@ -245,8 +245,9 @@ def test_decode_reports_its_own_cached_tokens_and_prefill_hits_apart_s23(
         prefill_hits = None if header is None else int(header)
         return answer["usage"]["prompt_tokens_details"]["cached_tokens"], prefill_hits
 
-    # Cold on both sides: decode loaded all but the last prompt token; prefill hit nothing.
-    assert ask() == (199, 0)
-    # Again: prefill hits its 6 cached blocks; decode computes nothing of the prompt but its
-    # last token (local hits plus the loaded rest), the same figure as before.
-    assert ask() == (199, 192)
+    # Cold on both sides: decode read the whole prompt's KV (it reports all 200 tokens, as
+    # vLLM's own connector does); prefill hit nothing.
+    assert ask() == (200, 0)
+    # Again: prefill hits its 6 cached blocks; decode's figure is its own (local hits plus the
+    # loaded rest), the same as before, not the prefill's 192.
+    assert ask() == (200, 192)
