@@ -13,7 +13,10 @@ sharing a fresh `transfer_id`; the decode request names the prefill instance's s
 as it is computed.
 
 Parameters are made per request and never reused. `/v1/models`, `/tokenize` and `/detokenize`
-go to a decode instance unchanged. Standard library only.
+go to a decode instance unchanged. In pull mode the prefill instance's prefix hits (tokens) reach
+the client as the `X-Prefill-Cached-Tokens` response header; the response's own
+`usage.prompt_tokens_details.cached_tokens` is the decode instance's (tokens it did not compute:
+local hits plus tokens loaded). Standard library only.
 
 Usage::
 
@@ -51,6 +54,8 @@ PASSTHROUGH_GET = ("/v1/models",)
 PASSTHROUGH_POST = ("/tokenize", "/detokenize")
 TIMEOUT_S = 600.0
 CHUNK_BYTES = 64 * 1024
+# The prefill instance's own prefix hits (tokens), on each pull-mode answer that has them.
+PREFILL_CACHED_HEADER = "X-Prefill-Cached-Tokens"
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,19 @@ def prefill_body(body: dict[str, Any], kv_transfer_params: dict[str, Any]) -> di
 def decode_body(body: dict[str, Any], kv_transfer_params: dict[str, Any]) -> dict[str, Any]:
     """The original request plus the parameters that locate the prompt's KV."""
     return {**body, "kv_transfer_params": kv_transfer_params}
+
+
+def split_prefill_params(params: dict[str, Any]) -> tuple[dict[str, Any], int | None]:
+    """`(parameters for the decode instance, the prefill instance's prefix hits in tokens)`.
+
+    vLLM adds `remote_prefill_cached_tokens` (the prefill side's prefix hits) to the prefill
+    answer's `kv_transfer_params`; a decode instance that receives it replaces its own
+    `num_cached_tokens` (local hits plus the tokens it loaded) with that figure in the
+    request's output (vLLM 0.32 `OutputProcessor`). Taken out here, it reaches the client as
+    the `X-Prefill-Cached-Tokens` header instead, and the decode figure stays the decode's."""
+    to_decode = dict(params)
+    cached = to_decode.pop("remote_prefill_cached_tokens", None)
+    return to_decode, cached if isinstance(cached, int) else None
 
 
 def layerwise_params(prefill: Prefill) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -190,14 +208,17 @@ class ProxyHandler(BaseHTTPRequestHandler):
         if not params:
             self._send_json(502, {"error": "the prefill instance returned no kv_transfer_params"})
             return
+        params, prefill_cached = split_prefill_params(params)
         logger.info(
-            "prefill %s -> decode %s: remote_request_id=%s blocks=%d",
+            "prefill %s -> decode %s: remote_request_id=%s blocks=%d prefill_cached_tokens=%s",
             prefill.url,
             decode,
             params.get("remote_request_id"),
             len(params.get("remote_block_ids") or ()),
+            prefill_cached,
         )
-        self._relay(post(decode, self.path, decode_body(body, params)))
+        headers = {} if prefill_cached is None else {PREFILL_CACHED_HEADER: str(prefill_cached)}
+        self._relay(post(decode, self.path, decode_body(body, params)), headers)
 
     def _layerwise(self, body: dict[str, Any]) -> None:
         prefill, decode = self.server.router.pick()
@@ -223,10 +244,14 @@ class ProxyHandler(BaseHTTPRequestHandler):
         if status != 200:
             logger.warning("transfer %s: prefill answered %s", to_prefill["transfer_id"], status)
 
-    def _relay(self, response: http.client.HTTPResponse) -> None:
-        """Stream an upstream response to the client (chunked)."""
+    def _relay(
+        self, response: http.client.HTTPResponse, headers: dict[str, str] | None = None
+    ) -> None:
+        """Stream an upstream response to the client (chunked), with extra `headers`."""
         self.send_response(response.status)
         self.send_header("Content-Type", response.getheader("Content-Type", "application/json"))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         for chunk in _chunks(response):

@@ -23,11 +23,15 @@ START_TIMEOUT_S = 300.0
 
 
 def serve_argv(
-    model: Path, port: int, kv_config: dict[str, Any] | None, max_model_len: int = 1024
+    model: Path,
+    port: int,
+    kv_config: dict[str, Any] | None,
+    max_model_len: int = 1024,
+    extra_args: tuple[str, ...] = (),
 ) -> list[str]:
     """The argv of one server on 127.0.0.1:`port` with the e2e engine settings
     (docs/architecture.md, "E2E harness"); `kv_config` is the `--kv-transfer-config`, None for
-    none."""
+    none; `extra_args` go last."""
     argv = [
         sys.executable,
         "-m",
@@ -50,7 +54,7 @@ def serve_argv(
     ]
     if kv_config is not None:
         argv += ["--kv-transfer-config", json.dumps(kv_config)]
-    return argv
+    return argv + list(extra_args)
 
 
 def wait_ready(url: str, service: ServiceProcess, timeout_s: float = START_TIMEOUT_S) -> None:

@@ -29,6 +29,8 @@ MAX_TOKENS = 12
 DECODE_MAX_MODEL_LEN = 256
 # Far above the S16 bound below: a release within it cannot be the timeout's doing.
 SEND_TIMEOUT_S = 300
+# `usage.prompt_tokens_details.cached_tokens` in each answer (S23).
+TOKEN_DETAILS = ("--enable-prompt-tokens-details",)
 
 
 def post(url: str, body: dict[str, Any]) -> tuple[int, bytes]:
@@ -108,13 +110,19 @@ def pd_services(
     }
     services = {
         "prefill": ServiceProcess(
-            serve_argv(tiny_model_dir, int(p_url.rsplit(":", 1)[1]), prefill_cfg, 1024),
+            serve_argv(
+                tiny_model_dir, int(p_url.rsplit(":", 1)[1]), prefill_cfg, 1024, TOKEN_DETAILS
+            ),
             env=env,
             log_path=logs / "prefill.log",
         ),
         "decode": ServiceProcess(
             serve_argv(
-                tiny_model_dir, int(d_url.rsplit(":", 1)[1]), decode_cfg, DECODE_MAX_MODEL_LEN
+                tiny_model_dir,
+                int(d_url.rsplit(":", 1)[1]),
+                decode_cfg,
+                DECODE_MAX_MODEL_LEN,
+                TOKEN_DETAILS,
             ),
             env=env,
             log_path=logs / "decode.log",
@@ -216,3 +224,30 @@ def test_models_and_tokenizer_routes_pass_through_to_decode(
     assert tokens["count"] > 5
     back = call(proxy, "/detokenize", {"model": str(tiny_model_dir), "tokens": tokens["tokens"]})
     assert back["prompt"] == text["prompt"]
+
+
+def test_decode_reports_its_own_cached_tokens_and_prefill_hits_apart_s23(
+    pd_services: dict[str, Any], tiny_model_dir: Path
+) -> None:
+    """The answer's `cached_tokens` is the decode instance's (tokens it did not compute); the
+    prefill instance's prefix hits come as `X-Prefill-Cached-Tokens`, never in its place."""
+    (prompt,) = token_prompts(1, 200, seed=23)  # 6 full 32-token blocks and 8 tokens
+
+    def ask() -> tuple[int, int | None]:
+        request = urllib.request.Request(
+            f"{pd_services['proxy']}/v1/completions",
+            json.dumps(completion(tiny_model_dir, prompt, stream=False)).encode(),
+            {"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=300) as response:
+            answer = json.loads(response.read())
+            header = response.headers.get("X-Prefill-Cached-Tokens")
+        prefill_hits = None if header is None else int(header)
+        return answer["usage"]["prompt_tokens_details"]["cached_tokens"], prefill_hits
+
+    # Cold on both sides: decode read the whole prompt's KV (it reports all 200 tokens, as
+    # vLLM's own connector does); prefill hit nothing.
+    assert ask() == (200, 0)
+    # Again: prefill hits its 6 cached blocks; decode's figure is its own (local hits plus the
+    # loaded rest), the same as before, not the prefill's 192.
+    assert ask() == (200, 192)

@@ -12,6 +12,9 @@ per command read from stdin:
 - `{"op": "stats"}` -> the worker's counters;
 - `{"op": "withhold", "withheld": {transfer_id: reason}}`: layerwise peers (`"layerwise": true`
   in the spec) only: the scheduler's word that these transfers will not be pushed;
+- `{"op": "push", "request_id": str, "transfer_id": str, "block_ids": [int]}`: layerwise peers
+  only: one prefill step that computes the whole prompt in these blocks, every layer pushed to
+  the decode workers registered for the transfer;
 - `{"op": "quit"}`.
 
 `kv_values(...)` is imported by the tests to know what the prefill blocks hold.
@@ -72,7 +75,10 @@ def rank_cache(spec: dict[str, Any], rank: int) -> torch.Tensor:
 
 
 def main() -> int:
-    from vllm_ascend.distributed.kv_transfer.kv_p2p.layerwise_metadata import LayerwiseMetadata
+    from vllm_ascend.distributed.kv_transfer.kv_p2p.layerwise_metadata import (
+        LayerwiseMetadata,
+        SaveSpec,
+    )
     from vllm_ascend.distributed.kv_transfer.kv_p2p.layerwise_worker import (
         MooncakeLayerwiseWorker,
     )
@@ -99,6 +105,13 @@ def main() -> int:
             answer = worker.stats()
         elif op == "withhold":
             worker.bind(LayerwiseMetadata(withheld=cmd["withheld"]))
+            answer = {"ok": True}
+        elif op == "push":
+            blocks = cmd["block_ids"]
+            save = SaveSpec(cmd["request_id"], cmd["transfer_id"], blocks, 0, len(blocks), True)
+            worker.bind(LayerwiseMetadata(saves=[save]))
+            for layer in range(spec["layers"]):
+                worker.save_kv_layer(f"layers.{layer}")
             answer = {"ok": True}
         elif op == "quit":
             worker.shutdown()

@@ -32,6 +32,10 @@ class WrappedBackend(Backend):
     ) -> list[int]:
         return self.inner.get(keys, addrs, sizes)
 
+    @property
+    def service(self) -> str:
+        return self.inner.service
+
     def is_reachable(self) -> bool:
         return self.inner.is_reachable()
 

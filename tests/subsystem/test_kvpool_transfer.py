@@ -122,7 +122,7 @@ def backend(master: MooncakeMaster) -> Iterator[MooncakeBackend]:
     b.close()
 
 
-def test_guard_bypasses_the_pool_after_a_failure_until_the_probe_succeeds(
+def test_guard_bypasses_the_pool_after_a_failure_until_a_trial_call_is_answered(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     m = MooncakeMaster(tmp_path).start()
@@ -142,15 +142,20 @@ def test_guard_bypasses_the_pool_after_a_failure_until_the_probe_succeeds(
             clock.now += 5
             assert not guard.available("lookup")  # probe: connection refused
             assert not guard.available("save")
-            guard.failed("save", RuntimeError("again"))  # rate-limited: no second line
+            guard.failed("save", RuntimeError("again"))  # the same loss: no second line
             m.start()
             assert not guard.available("lookup")  # still within the interval of the probe
             clock.now += 5
-            assert guard.available("lookup") and guard.healthy
+            # The probe connects: one trial call may go, but only its answer is a recovery.
+            assert guard.available("lookup") and not guard.healthy
+            assert not guard.available("lookup")  # one trial per interval
+            store.exists(["k"])
+            guard.succeeded("lookup")
+            assert guard.healthy and guard.available("lookup")
         lines = [r.getMessage() for r in caplog.records if "KV pool" in r.getMessage()]
         assert len(lines) == 2, lines
-        assert "unavailable during lookup" in lines[0]
-        assert "reachable again" in lines[1] and "'lookup': 3" in lines[1]
+        assert "unavailable during lookup" in lines[0] and m.address in lines[0]
+        assert "answers again" in lines[1] and "'lookup': 4" in lines[1] and m.address in lines[1]
     finally:
         store.close()
         m.stop()

@@ -176,7 +176,9 @@ class MooncakeP2PConfig:
         default=DEFAULT_TRANSFER_QUEUE_SIZE,
     )
     layer_wait_timeout_s: float = setting(
-        "layerwise only: bound on waiting for a layer in `wait_for_layer_load`, seconds (> 0)",
+        "layerwise only: bound on a decode request's wait for every layer of its prefill's "
+        "push, seconds from its registration (> 0); it waits outside the batch, and a load "
+        "past the bound fails (`kv_load_failure_policy`)",
         _SECONDS,
         derive=lambda values: values["transfer_timeout_s"],
         default_doc="`transfer_timeout_s`",

@@ -1,14 +1,17 @@
-"""Decode side of the layerwise Mooncake worker: registering loads and waiting for layers.
+"""Decode side of the layerwise Mooncake worker: registering loads and collecting layers.
 
 For each `LoadSpec` of the step, a transfer thread sends a `PushRequest` (this worker's
 `AgentMetadata`, its blocks, the head slices it takes) to every prefill worker it reads from,
-and a release-only one to the prefill workers it is assigned to but does not read. During the
-forward pass `wait_for_layer_load(layer)` blocks until every load still expecting pushes has
-that layer: a load is done waiting once every expected prefill worker reported the layer
-written (`LayerDone`), a prefill worker said it will not push (`Withheld`, at once rather than
-at the deadline), a registration or push failed, or `layer_wait_timeout_s` since the step
-started passed. A load given up on reports its blocks through `get_block_ids_with_load_errors`
-in the same step (vLLM's synchronous-load failure path, so `kv_load_failure_policy` applies).
+and a release-only one to the prefill workers it is assigned to but does not read.
+
+Loads are asynchronous (vLLM's `WAITING_FOR_REMOTE_KVS`): the request stays out of the batch
+while the prefill side pushes, so a late or slow prefill instance delays only its own request,
+never the other running decodes (a synchronous load made the forward pass of the whole batch
+wait, layer by layer, up to `layer_wait_timeout_s`). `get_finished` reports a load as
+received once every expected prefill worker reported every layer written (`LayerDone`), or as
+received with its blocks in `get_block_ids_with_load_errors` (`kv_load_failure_policy`
+applies) once a prefill worker said it will not push (`Withheld`), a registration or push
+failed, or `layer_wait_timeout_s` since its registration passed.
 """
 
 from __future__ import annotations
@@ -40,8 +43,8 @@ class _Load:
     arrived: list[set[int]] = field(default_factory=list)
     failed: str = ""
 
-    def layer_complete(self, layer: int) -> bool:
-        return len(self.arrived[layer]) >= self.senders
+    def complete(self) -> bool:
+        return all(len(senders) >= self.senders for senders in self.arrived)
 
 
 class LayerwiseLoads(P2PWorkerBase):
@@ -50,8 +53,7 @@ class LayerwiseLoads(P2PWorkerBase):
     def __init__(self, config: MooncakeP2PConfig, tp_rank: int, num_blocks: int) -> None:
         super().__init__(config, tp_rank, num_blocks)
         self._load_cond = threading.Condition()
-        self._loads: dict[str, _Load] = {}  # transfer id -> load of the current step
-        self._step_loads: list[_Load] = []
+        self._loads: dict[str, _Load] = {}  # transfer id -> load not yet reported finished
 
     def start_loads(self, loads: list[LoadSpec], releases: list[LoadSpec]) -> None:
         """Register this step's loads with their prefill workers (on transfer threads)."""
@@ -59,7 +61,6 @@ class LayerwiseLoads(P2PWorkerBase):
         deadline = time.monotonic() + self.config.layer_wait_timeout_s
         num_layers = len(self.layout.layer_names)
         with self._load_cond:
-            self._step_loads = []
             for spec in loads:
                 try:
                     senders = len(self._slices_by_prefill_rank(spec.remote.tp_size))
@@ -73,7 +74,6 @@ class LayerwiseLoads(P2PWorkerBase):
                 )
                 load.failed = failure
                 self._loads[spec.transfer_id] = load
-                self._step_loads.append(load)
         for spec in loads:
             if not self._threads.submit(self._send_push_requests, spec):
                 self._fail_load(spec.transfer_id, "the transfer queue is full")
@@ -130,37 +130,33 @@ class LayerwiseLoads(P2PWorkerBase):
             self._load_cond.notify_all()
 
     def wait_for_layer_load(self, layer_name: str) -> None:
-        """Block until `layer_name` of every load of this step arrived, failed or timed out."""
-        layer = self.layout.layer_number(layer_name) if self.layout is not None else None
-        if not self._step_loads or layer is None:
-            return
-        with self._load_cond:
-            for load in self._step_loads:
-                while not load.failed and not load.layer_complete(layer):
-                    left = load.deadline - time.monotonic()
-                    if left <= 0:
-                        load.failed = (
-                            f"layer {layer} did not arrive within "
-                            f"{self.config.layer_wait_timeout_s:g} s"
-                        )
-                        break
-                    self._load_cond.wait(left)
+        """Return at once: loads are asynchronous, no forward pass waits for a layer."""
 
-    def _finish_step_loads(self) -> None:
+    def _finished_loads(self) -> set[str]:
+        """Request ids of loads that arrived, failed or passed their deadline since the last
+        call (vLLM's `finished_recving`); failed ones also report their blocks as errors."""
+        now = time.monotonic()
         with self._load_cond:
-            step, self._step_loads = self._step_loads, []
-        for load in step:
+            done = [
+                load
+                for load in self._loads.values()
+                if load.failed or load.complete() or now >= load.deadline
+            ]
+            for load in done:
+                if not load.failed and not load.complete():
+                    load.failed = (
+                        f"not every layer arrived within {self.config.layer_wait_timeout_s:g} s"
+                    )
+                del self._loads[load.spec.transfer_id]
+        for load in done:
             if load.failed and self._threads is not None:
                 # Withdraw the registration: pushes the prefill side has not started yet are
                 # dropped (a write already in flight cannot be recalled).
                 spec = load.spec
                 cancel = LoadSpec(spec.request_id, spec.transfer_id, spec.remote, [], 0)
                 self._threads.submit(self._send_push_requests, cancel)
-        with self._load_cond:
-            for load in step:
-                self._loads.pop(load.spec.transfer_id, None)
-        for load in step:
             self._count_load(load)
+        return {load.spec.request_id for load in done}
 
     def _count_load(self, load: _Load) -> None:
         blocks = len(load.spec.block_ids)

@@ -3,10 +3,11 @@
 The proxy sends the request to both instances at once, with a shared `transfer_id`.
 
 Decode instance: a request with `do_remote_prefill` reports its prompt beyond the local
-prefix-cache hit, except the last token, as externally computed and loaded *synchronously*: vLLM
-schedules it at once and its forward pass waits, layer by layer (`wait_for_layer_load`), for the
-prefill instance's writes. `update_state_after_alloc` queues a `LoadSpec` (the blocks to fill);
-the worker registers them with the prefill workers (`PushRequest`).
+prefix-cache hit, except the last token, as externally computed and loaded *asynchronously*:
+vLLM keeps it out of the batch (`WAITING_FOR_REMOTE_KVS`) until the worker reports every layer
+written, so a prefill instance that pushes late delays that request alone, never the running
+decodes. `update_state_after_alloc` queues a `LoadSpec` (the blocks to fill); the worker
+registers them with the prefill workers (`PushRequest`).
 
 Prefill instance: while a request with `do_remote_decode` and a `transfer_id` computes its
 prompt, every step queues a `SaveSpec` (its blocks, the token blocks written this step, whether
@@ -53,10 +54,10 @@ class MooncakeLayerwiseScheduler(P2PSchedulerBase):
         config: the connector's settings.
     """
 
-    # A synchronous load (the forward pass waits for each layer) must leave at least one
-    # prompt token for its step to compute.
+    # The decode side computes the prompt's last token itself (it samples the first output).
     _tokens_computed_locally = 1
-    _load_async = False
+    # Asynchronous: a late push must not hold the forward pass of every running request.
+    _load_async = True
 
     def __init__(self, config: MooncakeP2PConfig) -> None:
         super().__init__(config)

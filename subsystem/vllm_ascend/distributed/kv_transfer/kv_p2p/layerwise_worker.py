@@ -59,15 +59,16 @@ class MooncakeLayerwiseWorker(LayerwiseLoads, LayerwisePushes):
         self.start_loads(meta.loads, meta.releases)
 
     def get_finished(self) -> tuple[set[str] | None, set[str] | None]:
-        """`(finished sends, None)`: layerwise loads finish inside the forward pass."""
-        self._finish_step_loads()
+        """`(finished sends, finished loads)`: prefill requests whose pushes are done (or
+        expired), decode requests whose layers all arrived (or whose load failed)."""
+        recving = self._finished_loads()
         if not self.config.is_producer:
-            return None, None
+            return None, recving or None
         finished = self._pop_finished_sends(
             "prefill request %s: its KV was not delivered within %.0f s; freeing its blocks"
         )
         self._forget_pushes(finished)
-        return finished or None, None
+        return finished or None, recving or None
 
     def stats(self) -> dict[str, float]:
         """Counters of this worker (loads, pushes, readers, sends)."""

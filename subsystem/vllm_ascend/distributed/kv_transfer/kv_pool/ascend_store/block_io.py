@@ -60,6 +60,7 @@ def load_blocks(
             guard.failed("load", exc)
             failed.extend(ids)
             continue
+        guard.succeeded("load")
         expected = layout.bytes_per_block
         failed.extend(b for b, r in zip(ids, results, strict=True) if r != expected)
     return failed
@@ -94,6 +95,7 @@ def save_blocks(
             guard.failed("save", exc)
             failures[0] = failures.get(0, 0) + n
             continue
+        guard.succeeded("save")
         for r in results:
             if r == 0:
                 stored += 1

@@ -114,6 +114,13 @@ class AscendStoreConfig:
         _SECONDS,
         default=30.0,
     )
+    lookup_timeout_s: float = setting(
+        "the longest an engine step waits for the pool's answer to which blocks it holds, "
+        "seconds; a lookup past it is a miss and the pool counts as lost until a call is "
+        "answered (later lookups are misses at once while that one is stuck)",
+        _SECONDS,
+        default=0.5,
+    )
     failed_load_ttl_s: float = setting(
         "a block whose load failed is answered as a miss, without asking the store, for this "
         "many seconds (a silent host's keys stay listed until the store forgets the host: "

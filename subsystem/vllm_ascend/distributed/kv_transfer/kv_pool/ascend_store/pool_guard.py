@@ -1,9 +1,10 @@
 """`PoolGuard`: whether the KV pool is tried at all, and how its failures are logged.
 
-After a `BackendError` the pool is bypassed for `retry_interval_s` (lookups, loads and saves
-count as misses), then the backend's cheap reachability probe decides whether to try again;
-errors are logged at most once per `error_log_interval_s` per kind (`RateLimitedLog`), with the
-number of suppressed events.
+After a `BackendError` (or an unanswered call) the pool is bypassed for `retry_interval_s`
+(lookups, loads and saves count as misses), then one trial call per interval is let through;
+only an answered call ends the outage. A loss and a recovery are logged once each; the workers'
+per-transfer warnings are logged at most once per `error_log_interval_s` per kind
+(`RateLimitedLog`), with the number of suppressed events.
 """
 
 from __future__ import annotations
@@ -72,13 +73,20 @@ class PoolGuard:
     """Whether the KV pool is tried, and the bookkeeping of its failures.
 
     Healthy: every operation goes to the store. After `failed()`: the store is bypassed (the
-    caller treats the operation as a miss) until `retry_interval_s` passed and the backend's
-    `is_reachable()` probe succeeds; the next operation then tries the store again.
+    caller treats the operation as a miss) until `retry_interval_s` passed; then one operation
+    per `retry_interval_s` is let through as a trial (after the backend's cheap `is_reachable()`
+    probe, unless the caller runs the trial off the engine step itself). Only an answered call
+    (`succeeded()`) makes the pool healthy again: a service that accepts TCP connections but
+    does not answer (a stopped process) stays lost.
+
+    One log line per loss (the first failure) and one per recovery, each naming the service
+    (`Backend.service`, e.g. the Mooncake master's address); failures in between are counted.
 
     Args:
         backend: the store client.
         retry_interval_s: how long the pool is bypassed after a failure, seconds.
-        log_interval_s: at most one log line per kind per interval, seconds.
+        log_interval_s: at most one line per kind per interval for `log` (the workers'
+            per-transfer warnings), seconds.
         side: `"scheduler"` or `"worker N"`, for logs.
         clock: time source (seconds), for tests.
     """
@@ -107,8 +115,10 @@ class PoolGuard:
     def healthy(self) -> bool:
         return self._down_since is None
 
-    def available(self, op: str) -> bool:
-        """True when `op` should go to the store; False counts it as skipped."""
+    def available(self, op: str, probe: bool = True) -> bool:
+        """True when `op` should go to the store (healthy, or a trial is due); False counts it
+        as skipped. `probe=False` leaves out the TCP probe before a trial (for a caller that
+        runs the trial off the engine step, where the probe's own wait would not be)."""
         with self._lock:
             if self._down_since is None:
                 return True
@@ -118,24 +128,31 @@ class PoolGuard:
                 return False
             self._next_probe = now + self.retry_interval_s
         # The probe may take up to its own short timeout: outside the lock.
-        if not self.backend.is_reachable():
+        if probe and not self.backend.is_reachable():
             with self._lock:
                 self.skipped[op] = self.skipped.get(op, 0) + 1
             return False
+        return True
+
+    def succeeded(self, op: str) -> None:
+        """Record an answered store call: a lost pool is healthy again (logged once)."""
+        if self._down_since is None:
+            return
         with self._lock:
             down_since, self._down_since = self._down_since, None
             skipped, self.skipped = self.skipped, {}
-        if down_since is not None:
-            # Rate-limited too: a store that answers the probe but fails calls would flap.
-            self.log.warning(
-                "recovered",
-                "KV pool (%s, %s) reachable again after %.1f s; operations skipped meanwhile: %s",
-                self.backend.name,
-                self.side,
-                self.clock() - down_since,
-                skipped or "none",
-            )
-        return True
+        if down_since is None:
+            return
+        logger.warning(
+            "KV pool (%s, %s) answers again (%s answered) after %.1f s, %s; operations skipped "
+            "meanwhile: %s",
+            self.backend.name,
+            self.side,
+            op,
+            self.clock() - down_since,
+            self.backend.service,
+            skipped or "none",
+        )
 
     def take_failures(self) -> int:
         """Failures recorded since the previous call (for the connector's metrics)."""
@@ -144,20 +161,24 @@ class PoolGuard:
         return new
 
     def failed(self, op: str, exc: BaseException) -> None:
-        """Record a failed store call: bypass the pool for `retry_interval_s`."""
+        """Record a failed (or unanswered) store call: bypass the pool for `retry_interval_s`;
+        the first failure of a loss is logged."""
         with self._lock:
             self.failures += 1
             now = self.clock()
-            if self._down_since is None:
+            lost = self._down_since is None
+            if lost:
                 self._down_since = now
             self._next_probe = now + self.retry_interval_s
-        self.log.warning(
-            "unavailable",
-            "KV pool (%s, %s) unavailable during %s: %s; lookups, loads and saves count as "
-            "misses, retrying every %.0f s",
+        if not lost:
+            return
+        logger.warning(
+            "KV pool (%s, %s) unavailable during %s: %s, %s; lookups, loads and saves count "
+            "as misses until a call is answered, tried every %.0f s",
             self.backend.name,
             self.side,
             op,
             exc,
+            self.backend.service,
             self.retry_interval_s,
         )

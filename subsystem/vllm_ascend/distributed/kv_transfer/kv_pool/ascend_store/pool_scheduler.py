@@ -11,10 +11,13 @@ planned each step for prompt blocks whose KV becomes complete in that step
 (`request_finished` returns True) until every worker reports its saves done.
 
 A pool that fails (see `pool_guard.PoolGuard`) answers "nothing present": requests run as if
-the pool were empty, and the failure is logged once per interval. Blocks whose load failed (the
-workers' `invalid_block_ids`, seen in `update_connector_output`) are answered "absent" without
-asking the store for `failed_load_ttl_s` (`load_failures.RecentLoadFailures`): a silent host's
-keys stay listed for a while, and each retried load would fail again after its timeouts.
+the pool were empty, and the loss is logged once. The `exists` call runs on a thread
+(`bounded_call.BoundedCall`): the step waits for it at most `lookup_timeout_s`, a lookup past
+that is a miss, and one stuck call turns later lookups into misses until it returns. Blocks
+whose load failed (the workers' `invalid_block_ids`, seen in `update_connector_output`) are
+answered "absent" without asking the store for `failed_load_ttl_s`
+(`load_failures.RecentLoadFailures`): a silent host's keys stay listed for a while, and each
+retried load would fail again after its timeouts.
 """
 
 from __future__ import annotations
@@ -23,12 +26,11 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
-from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import (
-    Backend,
-    BackendError,
-)
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import Backend
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.bounded_call import BoundedCall
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.config_data import (
     AscendStoreConfig,
 )
@@ -124,6 +126,10 @@ class KVPoolScheduler:
             pool.guard,
         )
         self.key_metadata = pool.db.metadata
+        # The engine step waits at most `lookup_timeout_s` for the pool's answer.
+        self.exists: BoundedCall[list[int]] = BoundedCall(
+            self.guard, "lookup", config.lookup_timeout_s
+        )
         transfer = vllm_config.kv_transfer_config
         assert transfer is not None
         self.load_enabled = transfer.is_kv_consumer
@@ -165,7 +171,10 @@ class KVPoolScheduler:
         """
         if not block_hashes:
             return []
-        if not self.guard.available("lookup"):
+        healthy = self.guard.healthy
+        # While the pool is lost the trial runs in the background (its answer recovers it):
+        # the step waits neither for it nor for a TCP probe.
+        if not self.guard.available("lookup", probe=False):
             return [False] * len(block_hashes)
         asked = [i for i, h in enumerate(block_hashes) if h not in self.failed_loads]
         self.recorder.add("failed_load_misses", len(block_hashes) - len(asked))
@@ -175,10 +184,9 @@ class KVPoolScheduler:
         keys = self.db.keys_all_ranks([block_hashes[i] for i in asked])
         self.num_lookups += 1
         self.recorder.add("lookups")
-        try:
-            found = self.backend.exists(keys)
-        except BackendError as exc:
-            self.guard.failed("lookup", exc)
+        found = self.exists.run(partial(self.backend.exists, keys), wait=healthy)
+        if found is None:
+            self.recorder.add("unanswered_lookups")
             return present
         ranks = len(self.key_metadata.ranks())
         for n, i in enumerate(asked):
@@ -304,4 +312,5 @@ class KVPoolScheduler:
         return self.recorder.take()
 
     def shutdown(self) -> None:
+        self.exists.close()
         self.backend.close()

@@ -23,6 +23,10 @@ class AscendStoreStats(CounterStats):
             "Prompt blocks answered as misses without asking the store: their load failed "
             "within failed_load_ttl_s."
         ),
+        "unanswered_lookups": (
+            "Lookups answered as all misses because the store did not answer within "
+            "lookup_timeout_s, or an earlier lookup was still waiting for it."
+        ),
         "loaded_blocks": "KV blocks read from the pool into the KV cache, all workers.",
         "load_failed_blocks": "KV blocks whose load failed (missing, store error), all workers.",
         "saved_blocks": "KV blocks written to the pool (or already there), all workers.",

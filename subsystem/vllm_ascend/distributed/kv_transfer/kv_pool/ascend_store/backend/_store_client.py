@@ -275,6 +275,10 @@ class StoreClientBackend(Backend):
             return []
         return self._presence(self._store.batch_is_exist(list(keys)), keys, self._service)
 
+    @property
+    def service(self) -> str:
+        return getattr(self, "_service", self.name)
+
     def is_reachable(self) -> bool:
         return probe_tcp(*self._address, timeout_s=0.5) is None
 

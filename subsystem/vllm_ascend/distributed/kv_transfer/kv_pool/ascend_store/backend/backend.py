@@ -157,6 +157,11 @@ class Backend(ABC):
             ValueError: malformed arguments (see `check_batch`).
         """
 
+    @property
+    def service(self) -> str:
+        """The service this client talks to, for log lines (e.g. `"master 10.0.0.1:50051"`)."""
+        return self.name
+
     def is_reachable(self) -> bool:
         """A cheap check that the store's service answers (e.g. a TCP connect), never blocking
         for long. Used after failures to decide when to try the store again."""
