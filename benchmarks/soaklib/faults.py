@@ -208,5 +208,9 @@ class Track(threading.Thread):
         self.on_event(f"fault {kind} on {peer} over ({fault.ready - fault.start:.0f} s)")
         self.stop_event.wait(self.recovery_s * self.rng.uniform(1.0, 1.5))
         fault.window_end = self.now()
-        count, examples = log_lines_since(offsets, self.logs())
-        fault.extra.update(log_lines=count, log_examples=examples)
+        lines = log_lines_since(offsets, self.logs())
+        fault.extra.update(
+            log_lines=lines["ours"],
+            log_lines_mooncake=lines["mooncake"],
+            log_examples=lines["examples"],
+        )

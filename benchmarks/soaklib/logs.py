@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 __all__ = ["log_lines_since", "log_offsets"]
 
 # vLLM's and Python's levels, a traceback's head, glog's (Mooncake's) "E1202 ..." lines.
-_NOISY = re.compile(r"\b(WARNING|ERROR|CRITICAL|Traceback)\b|^E\d{4} ")
+_NOISY = re.compile(r"\b(WARNING|ERROR|CRITICAL|Traceback)\b|^[EW]\d{4} ")
+_GLOG = re.compile(r"^[EW]\d{4} ")
 
 
 def log_offsets(paths: list[Path]) -> dict[str, int]:
@@ -27,21 +29,30 @@ def log_offsets(paths: list[Path]) -> dict[str, int]:
     return out
 
 
-def log_lines_since(before: dict[str, int], paths: list[Path]) -> tuple[int, list[str]]:
-    """Warning/error lines written to `paths` since `before` (offsets; a new file from 0):
-    their count and the first few distinct ones."""
-    count, seen = 0, []
+def log_lines_since(before: dict[str, int], paths: list[Path]) -> dict[str, Any]:
+    """Warning/error lines written to the logs of `before` (offsets) since then.
+
+    A log started after `before` (a restarted part's new instance) is left out: its start-up
+    warnings are vLLM's, once per start. Returns `{"ours": n, "mooncake": n, "examples": [...]}`:
+    `ours` counts Python logging lines (vLLM, this project, the proxy), `mooncake` the C++
+    library's glog lines (its own per-transfer errors), `examples` the first few distinct lines.
+    """
+    counts = {"ours": 0, "mooncake": 0}
+    seen: list[str] = []
     for path in paths:
+        if str(path) not in before:
+            continue
         try:
             with open(path, "rb") as f:
-                f.seek(before.get(str(path), 0))
+                f.seek(before[str(path)])
                 text = f.read().decode("utf-8", "replace")
         except OSError:
             continue
         for line in text.splitlines():
-            if _NOISY.search(line):
-                count += 1
-                short = f"{path.stem}: {line.strip()[:160]}"
-                if len(seen) < 6 and short not in seen:
-                    seen.append(short)
-    return count, seen
+            if not _NOISY.search(line):
+                continue
+            counts["mooncake" if _GLOG.match(line) else "ours"] += 1
+            short = f"{path.stem}: {line.strip()[:160]}"
+            if len(seen) < 6 and short not in seen:
+                seen.append(short)
+    return {**counts, "examples": seen}
