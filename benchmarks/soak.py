@@ -204,8 +204,11 @@ def main(argv: list[str] | None = None) -> int:
         **run_info("vllm", "mooncake"),
         **summary,
     }
+    # Every request and sample (megabytes): beside the logs, not in the summary.
+    raw = {key: summary.pop(key) for key in ("records", "samples")}
+    write_json(logs / "soak-raw.json", raw)
     write_json(args.json, summary)
-    log(f"summary: {args.json}")
+    log(f"summary: {args.json} (every request and sample: {logs / 'soak-raw.json'})")
     if args.plot is not None:
         try:
             from soaklib.plot import plot
