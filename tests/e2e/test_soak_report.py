@@ -59,7 +59,8 @@ def test_each_broken_invariant_is_named() -> None:
         record("pd", 30, ok=False, error="Bad Gateway"),
         record("offload", 40, max_gap=9.0),
     ]
-    run = samples([100_000] * 5 + [100_000, 104_000, 108_000, 112_000, 116_000, 120_000], [0.0] * 11)
+    growing = [100_000, 104_000, 108_000, 112_000, 116_000, 120_000]  # the second half
+    run = samples([100_000] * 5 + growing, [0.0] * 11)
     held = {"usage": 0.25, "blocks": 64.0}
     summary = summarise(records, run, [], {"pool": held}, end=100.0, still_open=1)
     assert (summary["hung"], summary["wrong_tokens"], summary["requests_failed"]) == (2, 1, 1)
