@@ -159,18 +159,21 @@ class Network:
     """Hosts joined by one switch (see the module docstring).
 
     Args:
-        roles: host names, in address order (`roles[0]` is `10.201.0.1`).
+        roles: host names, in address order (`roles[0]` is `<subnet>.1`).
+        subnet: the first three octets of the hosts' /24 (one network per subnet: a caller that
+            joins its own namespace to the switch needs a subnet no other run uses).
 
     Raises:
         NetnsError: an `ip` command failed while building the network (what was built is
             removed first).
     """
 
-    def __init__(self, roles: list[str]) -> None:
+    def __init__(self, roles: list[str], subnet: str = SUBNET) -> None:
         tag = f"vam{os.getpid()}"
         self.switch = f"{tag}-sw"
+        self.subnet = subnet
         self.hosts = {
-            role: Host(role, f"{tag}-{role}", f"{SUBNET}.{i}", f"p{i}")
+            role: Host(role, f"{tag}-{role}", f"{subnet}.{i}", f"p{i}")
             for i, role in enumerate(roles, start=1)
         }
 

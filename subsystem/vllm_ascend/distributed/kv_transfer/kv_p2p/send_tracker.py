@@ -9,7 +9,11 @@ from __future__ import annotations
 import threading
 from collections import defaultdict
 
-__all__ = ["SendTracker"]
+__all__ = ["EXPIRY_LOG_INTERVAL_S", "SendTracker"]
+
+# A decode instance that went away expires every request it had, a few per engine step: their
+# log line names the first at once and sums the rest at most this often (seconds).
+EXPIRY_LOG_INTERVAL_S = 10.0
 
 
 class SendTracker:
@@ -29,6 +33,8 @@ class SendTracker:
         self._orphan_ttl_s = orphan_ttl_s
         self.completed = 0
         self.expired = 0
+        self._unlogged: list[str] = []
+        self._logged_at: float | None = None
 
     def add(self, request_id: str, hold_s: float, now: float) -> None:
         with self._lock:
@@ -64,6 +70,18 @@ class SendTracker:
             self.completed += len(done)
             self.expired += len(expired)
         return done, expired
+
+    def expiries_to_log(self, expired: set[str], now: float) -> list[str]:
+        """The expired request ids one log line names now: every expiry since the last line,
+        at most one line per `EXPIRY_LOG_INTERVAL_S`; empty when no line is due."""
+        with self._lock:
+            self._unlogged.extend(sorted(expired))
+            due = self._logged_at is None or now - self._logged_at >= EXPIRY_LOG_INTERVAL_S
+            if not self._unlogged or not due:
+                return []
+            self._logged_at = now
+            named, self._unlogged = self._unlogged, []
+        return named
 
     def _forget(self, request_id: str) -> None:
         self._readers.pop(request_id, None)

@@ -218,12 +218,17 @@ class P2PWorkerBase:
         """Prefill requests whose blocks can be freed: confirmed by every reader, or expired.
 
         Args:
-            expired_warning: logged once per expired request, with the request id (`%s`) and
-                `send_timeout_s` (`%.0f`, seconds).
+            expired_warning: logged with the request id (`%s`; "ID (and N more since the last
+                such line)" when several expired) and `send_timeout_s` (`%.0f`, seconds), at
+                most once per `EXPIRY_LOG_INTERVAL_S`: a decode instance that went away expires
+                every request it had, and that is one event, not one per request.
         """
-        done, expired = self.sends.pop_finished(time.monotonic())
-        for request_id in sorted(expired):
-            logger.warning(expired_warning, request_id, self.config.send_timeout_s)
+        now = time.monotonic()
+        done, expired = self.sends.pop_finished(now)
+        named = self.sends.expiries_to_log(expired, now)
+        if named:
+            more = f" (and {len(named) - 1} more since the last such line)" if named[1:] else ""
+            logger.warning(expired_warning, named[0] + more, self.config.send_timeout_s)
         return done | expired
 
     def _record_load_errors(self, block_ids: list[int]) -> None:

@@ -1,0 +1,2 @@
+"""The parts of `benchmarks/soak.py`: one module, one job (parts, configs, load, faults,
+monitor, logs, report, plot)."""

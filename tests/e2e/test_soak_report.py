@@ -1,0 +1,103 @@
+"""The soak's verdict on made-up runs: each invariant of `benchmarks/soaklib/report.py` trips on
+the records, samples and metrics that break it, and only on those (no engine started)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from harness import REPO_ROOT
+
+pytest.importorskip("aiohttp")
+pytest.importorskip("vllm.benchmarks.lib.endpoint_request_func")
+sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+
+from soaklib.faults import Fault  # noqa: E402
+from soaklib.load import Record  # noqa: E402
+from soaklib.logs import log_lines_since, log_offsets  # noqa: E402
+from soaklib.monitor import parse_metrics  # noqa: E402
+from soaklib.report import summarise  # noqa: E402
+
+IDLE = {"usage": 0.0, "blocks": 64.0}
+
+
+def record(target: str, end: float, *, ok: bool = True, **kw: object) -> Record:
+    fields = {"hung": False, "wrong": False, "ttft": 0.1, "max_gap": 0.05, "error": ""}
+    fields.update(kw)
+    return Record(target, 0, end - 1, end, ok, **fields)  # type: ignore[arg-type]
+
+
+def samples(rss: list[int], hits: list[float]) -> list[dict[str, object]]:
+    return [
+        {
+            "t": 10.0 * i,
+            "engines": {"pool": {"usage": 0.0, "hits": h, "queries": 100.0 * (i + 1)}},
+            "rss_kb": {"pool#1": kb},
+        }
+        for i, (kb, h) in enumerate(zip(rss, hits, strict=True))
+    ]
+
+
+def test_a_clean_run_holds_every_invariant_and_times_its_recovery() -> None:
+    fault = Fault("master_kill", "pool", "10.0.0.1:50051", start=20.0, end=25.0, ready=26.0)
+    fault.window_end = 40.0
+    records = [record("pool", t) for t in (5, 15, 27.5, 60, 90)]
+    run = samples([100_000] * 10, [0, 10, 20, 20, 40, 50, 60, 70, 80, 90])
+    summary = summarise(records, run, [fault], {"pool": IDLE}, end=100.0, still_open=0)
+    assert (summary["requests_ok"], summary["hung"], summary["wrong_tokens"]) == (5, 0, 0)
+    assert summary["leaked_blocks"] == 0
+    assert all(check["ok"] for check in summary["invariants"].values()), summary["invariants"]
+    assert summary["faults"][0]["recovery_s"] == 2.5  # fault end to the first success
+    assert summary["faults"][0]["first_hit_s"] == 15.0  # hits grew again at t=40
+
+
+def test_each_broken_invariant_is_named() -> None:
+    records = [
+        record("pool", 10, ok=False, hung=True, error="TimeoutError"),
+        record("pool", 20, ok=False, wrong=True),
+        record("pd", 30, ok=False, error="Bad Gateway"),
+        record("offload", 40, max_gap=9.0),
+    ]
+    growing = [100_000, 104_000, 108_000, 112_000, 116_000, 120_000]  # the second half
+    run = samples([100_000] * 5 + growing, [0.0] * 11)
+    held = {"usage": 0.25, "blocks": 64.0}
+    summary = summarise(records, run, [], {"pool": held}, end=100.0, still_open=1)
+    assert (summary["hung"], summary["wrong_tokens"], summary["requests_failed"]) == (2, 1, 1)
+    assert summary["leaked_blocks"] == 16
+    failed = {name for name, check in summary["invariants"].items() if not check["ok"]}
+    assert failed == {
+        "no_hung_request",
+        "no_wrong_tokens",
+        "no_leaked_blocks",
+        "rss_growth_bounded",
+        "token_gaps_bounded",
+    }
+
+
+def test_metrics_page_is_read_summed_over_labels() -> None:
+    page = "\n".join(
+        [
+            "# HELP vllm:kv_cache_usage_perc KV-cache usage.",
+            'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.125',
+            'vllm:prefix_cache_hits_total{engine="0",model_name="m"} 64.0',
+            'vllm:prefix_cache_hits_total{engine="1",model_name="m"} 32.0',
+            'vllm:external_prefix_cache_hits_total{engine="0",model_name="m"} 96.0',
+            'vllm:cache_config_info{block_size="32",num_gpu_blocks="64"} 1.0',
+        ]
+    )
+    assert parse_metrics(page) == {"usage": 0.125, "hits": 96.0, "ext_hits": 96.0, "blocks": 64.0}
+
+
+def test_log_lines_count_new_lines_of_known_logs_only(tmp_path: Path) -> None:
+    old, new = tmp_path / "prefill.1.log", tmp_path / "prefill.2.log"
+    old.write_text("WARNING before the fault\n", encoding="utf-8")
+    offsets = log_offsets([old])
+    old.write_text(
+        "WARNING before the fault\n(EngineCore) WARNING peer gone\nINFO fine\n"
+        "E1202 05:46:59.2 tcp_transport.h:518] ClientSession: no progress\n",
+        encoding="utf-8",
+    )
+    new.write_text("WARNING start-up chatter of a new instance\n", encoding="utf-8")
+    lines = log_lines_since(offsets, [old, new])
+    assert (lines["ours"], lines["mooncake"]) == (1, 1)
