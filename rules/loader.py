@@ -99,7 +99,11 @@ def _parse_step(raw: Any, index: int, source: str) -> Step:
     where = f"{source}: step[{index}]"
     if not isinstance(raw, Mapping):
         raise RulesError(f"{where}: must be a table")
-    _only_keys(raw, {"version", "removal", "summary", "module", "symbol", "removed", "stay"}, where)
+    _only_keys(
+        raw,
+        {"version", "first-release", "removal", "summary", "module", "symbol", "removed", "stay"},
+        where,
+    )
     version = _str(raw, "version", where)
     if not VERSION_RE.match(version):
         raise RulesError(f"{where}: malformed version {version!r}")
@@ -107,6 +111,9 @@ def _parse_step(raw: Any, index: int, source: str) -> Step:
     removal = raw.get("removal")
     if removal is not None and not (isinstance(removal, str) and VERSION_RE.match(removal)):
         raise RulesError(f"{where}: malformed removal version {removal!r}")
+    first = raw.get("first-release", "")
+    if first != "" and not (isinstance(first, str) and VERSION_RE.match(first)):
+        raise RulesError(f"{where}: malformed first-release version {first!r}")
     modules = tuple(
         ModuleMove(
             old=_name(entry, "old", w),
@@ -145,6 +152,7 @@ def _parse_step(raw: Any, index: int, source: str) -> Step:
         symbols=symbols,
         removed=removed,
         stay=tuple(stay),
+        first_release=first,
     )
 
 

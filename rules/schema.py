@@ -91,6 +91,15 @@ class Step:
     symbols: tuple[SymbolMove, ...] = ()
     removed: tuple[Removal, ...] = ()
     stay: tuple[str, ...] = ()
+    # `first-release`: the first release that shipped the step's change, when that is an rc
+    # before `version` (the step is named 0.14.0, but 0.14.0rc1 shipped it); "" when `version`.
+    first_release: str = ""
+
+    @property
+    def release(self) -> str:
+        """The first release that has this step's change: what `--from`, `--to` and a
+        release pin are compared with (`first_release`, else `version`)."""
+        return self.first_release or self.version
 
     def moves(self) -> tuple[ModuleMove | SymbolMove, ...]:
         """Every rule with a target: module moves, then symbol moves."""

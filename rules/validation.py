@@ -38,6 +38,7 @@ def validate(pack: Pack) -> None:
                 f"{pack.source}: step {step.version} must come after step {previous} "
                 "(steps are ordered by version)"
             )
+        _check_first_release(pack, step, previous)
         previous = step.version
         if step.removal is not None and version_key(step.removal) <= version_key(step.version):
             raise RulesError(
@@ -148,3 +149,21 @@ def _check_target(step: Step, rule: ModuleMove | SymbolMove) -> None:
                 f"{rule.where}: new {rule.new!r} lies under {removed.old!r}, removed by "
                 f"{_entry(removed.where)}"
             )
+
+
+def _check_first_release(pack: Pack, step: Step, previous: str | None) -> None:
+    """A step's `first-release` lies in (previous step's version, the step's version]: the
+    steps stay in the same order whichever of the two each comparison uses."""
+    if not step.first_release:
+        return
+    key = version_key(step.first_release)
+    if key > version_key(step.version):
+        raise RulesError(
+            f"{pack.source}: step {step.version}: first-release {step.first_release} must not "
+            "come after the step's own version"
+        )
+    if previous is not None and key <= version_key(previous):
+        raise RulesError(
+            f"{pack.source}: step {step.version}: first-release {step.first_release} must come "
+            f"after the previous step {previous}"
+        )

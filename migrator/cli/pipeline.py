@@ -113,7 +113,7 @@ def setup(
 
 def _is_step(pack: Pack, version: str) -> bool:
     key = version_key(version)
-    return any(version_key(step.version) == key for step in pack.steps)
+    return any(key in (version_key(s.version), version_key(s.release)) for s in pack.steps)
 
 
 def execute(sources: list[SourceFile], job: Job, jobs: int | None) -> list[FileResult]:

@@ -53,7 +53,9 @@ def find_baseline(
     names = distribution_names(pack.packages)
     pin = project_pin(start, names)
     if pin is not None:
-        found = Baseline(pin.version, PINS, f"vam: --from {pin.version} ({pin.where}: {pin.text})")
+        disagree = "".join(f"; {other}" for other in pin.others)
+        found = Baseline(pin.version, PINS,
+                         f"vam: --from {pin.version} ({pin.where}: {pin.text}{disagree})")
     else:
         installed = installed_version(names)
         if installed is not None:

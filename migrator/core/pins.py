@@ -4,8 +4,10 @@ files, read as ruff reads `requires-python` (the lower bound is the version writ
 Looked at, in this order, in the project's folder (that of the nearest `pyproject.toml`, else
 the nearest folder with a `setup.cfg` or a `requirements*.txt`): `pyproject.toml` `[project]`
 dependencies then optional-dependencies, `requirements*.txt` (sorted; `-r`/`--requirement`
-includes followed one level), `setup.cfg` `[options] install_requires`. The first requirement
-on one of the distributions that gives a version wins.
+includes followed one level), `setup.cfg` `[options] install_requires`. Of the requirements
+on one of the distributions that give a version, the oldest version wins (the first of equals),
+whatever the files' order: code that must run on every release its project pins is written for
+the oldest, as a text file that names several releases is (`migrator.core.release_pins`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from rules import RulesError, version_key
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -29,11 +33,13 @@ _INCLUDE = re.compile(r"^\s*(?:-r|--requirement)(?:\s+|=)(\S+)")
 @dataclass(frozen=True)
 class Pin:
     """A version the project declares: `where` is `file:line` (line 0 when the format keeps
-    none), `text` the requirement as written."""
+    none), `text` the requirement as written, `others` the pins elsewhere that name another
+    version (`requirements-dev.txt pins 0.13.0`)."""
 
     version: str
     where: str
     text: str
+    others: tuple[str, ...] = ()
 
 
 def distribution_names(packages: tuple[str, ...]) -> tuple[str, ...]:
@@ -43,17 +49,35 @@ def distribution_names(packages: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def project_pin(start: Path, distributions: tuple[str, ...]) -> Pin | None:
-    """The first requirement on one of `distributions` (normalized names) that gives a
-    version, in the project that holds `start`; None when there is none. Unreadable or
-    malformed files and lines are passed over: they are the project's, not vam's input."""
+    """The oldest version that a requirement on one of `distributions` (normalized names)
+    gives, in the project that holds `start`, with the pins that disagree; None when there is
+    none. Unreadable or malformed files and lines are passed over: they are the project's,
+    not vam's input."""
     root = _project_root(start)
     if root is None:
         return None
+    pins = []
     for where, line, text in _requirements(root):
         version = _version_of(text, distributions)
         if version is not None:
-            return Pin(version, f"{where}:{line}" if line else where, text.strip())
-    return None
+            pins.append((version, where, Pin(version, f"{where}:{line}" if line else where,
+                                             text.strip())))
+    if not pins:
+        return None
+    oldest = min(pins, key=lambda pin: _sort_key(pin[0]))
+    others = tuple(dict.fromkeys(
+        f"{where} pins {version}" for version, where, _ in pins
+        if _sort_key(version) != _sort_key(oldest[0])
+    ))
+    return Pin(oldest[2].version, oldest[2].where, oldest[2].text, others)
+
+
+def _sort_key(version: str) -> tuple[int, object]:
+    """Orders PEP 440 versions; one vam cannot order sorts last (the baseline reports it)."""
+    try:
+        return (0, version_key(version))
+    except RulesError:
+        return (1, version)
 
 
 def installed_version(distributions: tuple[str, ...]) -> str | None:

@@ -52,7 +52,8 @@ class Resolution:
 
 
 class Resolver:
-    """Applies the steps of `pack` whose version lies in (from_version, to_version].
+    """Applies the steps of `pack` whose first release (`Step.release`: 0.14.0rc1 for the
+    step named 0.14.0) lies in (from_version, to_version].
 
     `written_to` (default `to_version`) bounds the steps whose `new` sets a name's written-for
     floor: a resolver for the steps before a baseline still knows that a name a later step
@@ -80,23 +81,23 @@ class Resolver:
         self.steps: tuple[Step, ...] = tuple(
             s
             for s in pack.steps
-            if (low is None or version_key(s.version) > low)
-            and (high is None or version_key(s.version) <= high)
+            if (low is None or version_key(s.release) > low)
+            and (high is None or version_key(s.release) <= high)
         )
         self._modules = [{m.old: m for m in s.modules} for s in self.steps]
         self._symbols = [{m.old: m for m in s.symbols} for s in self.steps]
         self._removed = [{r.old: r for r in s.removed} for s in self.steps]
-        self._keys = [version_key(s.version) for s in self.steps]  # parsed once, not per name
+        self._keys = [version_key(s.release) for s in self.steps]  # parsed once, not per name
         self._written: dict[str, tuple[Any, ...]] = {}
         written_to = written_to or to_version
         high = version_key(written_to) if written_to else None
         # Only the steps up to `--to`: code taken to 0.14.0 that spells a path 0.27.1rc1
         # re-created is code of the 0.14 era (an intermediate path), not of 0.27.1rc1.
         for step in pack.steps:
-            if high is not None and version_key(step.version) > high:
+            if high is not None and version_key(step.release) > high:
                 continue
             for new in [m.new for m in step.modules] + [m.new for m in step.symbols]:
-                key = version_key(step.version)
+                key = version_key(step.release)
                 self._written[new] = max(self._written.get(new, key), key)
         self.packages: tuple[str, ...] = pack.packages
         self.resolve = lru_cache(maxsize=65536)(self._resolve)

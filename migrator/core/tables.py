@@ -235,7 +235,7 @@ def export_ruff(pack: Pack, standalone: bool) -> str:
 
     def ban(name: str, step: Step, message: str) -> None:
         written = resolver.written_for(name)
-        if name in seen or (written is not None and written > version_key(step.version)):
+        if name in seen or (written is not None and written > version_key(step.release)):
             return
         seen.add(name)
         lines.append(f'"{name}".msg = "{message}"')

@@ -97,5 +97,6 @@ def pin_past(text: str, resolver: Resolver, distributions: tuple[str, ...]) -> R
     low = resolver.from_version
     if low is not None and key == version_key(low):
         return None
-    last = resolver.steps[-1].version if resolver.steps else None
+    # A release has a step's paths from the step's first release on (0.14.0rc1 has 0.14.0's).
+    last = resolver.steps[-1].release if resolver.steps else None
     return pin if last and key < version_key(last) else None

@@ -75,13 +75,16 @@ def test_setup_cfg_install_requires(tmp_path: Path) -> None:
     assert pins.project_pin(tmp_path, ASCEND).version == "0.10.2rc1"  # type: ignore[union-attr]
 
 
-def test_pyproject_comes_before_requirements_and_a_bare_name_gives_nothing(tmp_path: Path) -> None:
+def test_a_bare_name_gives_nothing_and_the_oldest_pin_wins(tmp_path: Path) -> None:
     _write(tmp_path, "pyproject.toml", '[project]\nname = "p"\ndependencies = ["vllm-ascend"]\n')
     _write(tmp_path, "requirements-dev.txt", "vllm-ascend<0.14\nvllm-ascend==0.11.0rc1\n")
     pin = pins.project_pin(tmp_path, ASCEND)
     assert pin == pins.Pin("0.11.0rc1", "requirements-dev.txt:2", "vllm-ascend==0.11.0rc1")
     _write(tmp_path, "pyproject.toml", '[project]\nname = "p"\ndependencies = ["vllm-ascend>=0.13.0"]\n')
-    assert pins.project_pin(tmp_path, ASCEND).version == "0.13.0"  # type: ignore[union-attr]
+    # pyproject.toml is read first, but its 0.13.0 is not the oldest release the project pins.
+    assert pins.project_pin(tmp_path, ASCEND) == pins.Pin(
+        "0.11.0rc1", "requirements-dev.txt:2", "vllm-ascend==0.11.0rc1",
+        ("pyproject.toml pins 0.13.0",))
 
 
 def test_the_chain_config_then_pins_then_installed_then_pack(
@@ -126,6 +129,26 @@ def test_the_cli_says_which_pin_it_used_and_config_still_wins(tmp_path: Path) ->
     # pack's default, under which alone the early names are reported).
     assert "vam: --from" not in configured.stderr
     assert configured.returncode == 0 and configured.stdout == ""
+
+
+def test_the_oldest_pin_wins_whatever_the_file_order(tmp_path: Path) -> None:
+    module = _write(tmp_path, "mod.py", f"from {STORE} import MooncakeStoreConfig\n")
+    for first, second in (("0.11.0", "0.13.0"), ("0.13.0", "0.11.0")):
+        _write(tmp_path, "requirements.txt", f"vllm-ascend=={first}\n")
+        _write(tmp_path, "requirements-dev.txt", f"vllm-ascend=={second}\n")
+        where, other = (
+            ("requirements.txt", "requirements-dev.txt") if first == "0.11.0"
+            else ("requirements-dev.txt", "requirements.txt")
+        )
+        result = vam("check", "--to", "0.14.0", str(module))
+        assert result.stderr.splitlines()[0] == (
+            f"vam: --from 0.11.0 ({where}:1: vllm-ascend==0.11.0; {other} pins 0.13.0)"
+        )
+    _write(tmp_path, "requirements.txt", "vllm-ascend==0.11.0\n")  # agreeing: no note
+    pin = pins.project_pin(tmp_path, ASCEND)
+    assert pin == pins.Pin("0.11.0", "requirements-dev.txt:1", "vllm-ascend==0.11.0")
+    assert vam("check", "--to", "0.14.0", str(module)).stderr.splitlines()[0] == (
+        "vam: --from 0.11.0 (requirements-dev.txt:1: vllm-ascend==0.11.0)")
 
 
 # -- the pack's default-from ---------------------------------------------------------------------

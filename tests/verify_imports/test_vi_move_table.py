@@ -97,3 +97,22 @@ def test_a_table_target_the_release_lacks_falls_back_to_a_guess(
         drop="ascend_store/metadata.py")
     assert "(move table)" not in message
     assert message.endswith(f"; did you mean {suggestion}? {GUESS}")
+
+
+def test_the_rc_that_shipped_a_step_uses_it(tree: Tree, tmp_path: Path) -> None:
+    """0.14.0rc1 shipped the step named 0.14.0 (its `first-release`), though PEP 440 sorts
+    0.14.0rc1 before 0.14.0."""
+    p2p = "vllm_ascend/distributed/kv_transfer/kv_p2p"
+    tree({"release/PKG-INFO": "Name: vllm_ascend\nVersion: 0.14.0rc1\n",
+          "release/vllm_ascend/__init__.py": "",
+          "release/vllm_ascend/distributed/__init__.py": "",
+          "release/vllm_ascend/distributed/kv_transfer/__init__.py": "",
+          f"release/{p2p}/__init__.py": "",
+          f"release/{p2p}/mooncake_connector.py": "class MooncakeConnector: ...\n",
+          "plugin/__init__.py": "",
+          "plugin/mod.py":
+              "from vllm_ascend.distributed.mooncake_connector import MooncakeConnector\n"})
+    [found] = verify_against(load_dist(str(tmp_path / "release")), ["plugin"]).findings
+    assert found.message.endswith(
+        f"moved to {p2p.replace('/', '.')}.mooncake_connector in 0.14.0 (move table)")
+    assert found.suggestion == f"{p2p.replace('/', '.')}.mooncake_connector"
