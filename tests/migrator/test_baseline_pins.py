@@ -305,3 +305,32 @@ def test_a_pin_named_in_a_comment_holds_nothing_back(pack: rules.Pack, tmp_path:
     new, found = _process(_engine(pack, "0.13.0"), manifest)
     assert new is not None and P2P_NEW.encode() in new
     assert [f.code for f in found] == [F.MOVED]
+
+
+def test_a_file_pinning_the_baseline_is_rewritten_and_its_pin_reported(
+    pack: rules.Pack, tmp_path: Path
+) -> None:
+    manifest = _write(tmp_path, "deploy.yaml", MANIFEST.replace("v0.12.0rc1", "v0.13.0-a3"))
+    new, found = _process(_engine(pack, "0.13.0"), manifest)
+    assert new is not None and P2P_NEW.encode() in new and b"vllm-ascend:v0.13.0-a3" in new
+    assert [(f.line, f.code) for f in found] == [(2, F.PIN_LEFT_BEHIND), (3, F.MOVED)]
+    assert found[0].message == (
+        "this file pins vllm-ascend 0.13.0 (line 2), which does not have the rewritten paths: "
+        "move the pin to 0.14.0 or later"
+    )
+    # Nothing rewritten, nothing to say about the pin.
+    done = _write(tmp_path, "done.yaml", "image: quay.io/ascend/vllm-ascend:v0.13.0\n")
+    assert _process(_engine(pack, "0.13.0"), done) == (None, [])
+
+
+def test_the_cli_reports_a_dockerfile_pinning_the_from_release(tmp_path: Path) -> None:
+    dockerfile = _write(tmp_path, "Dockerfile", f"""\
+        FROM quay.io/ascend/vllm-ascend:v0.11.0
+        ENV KV_CONNECTOR={P2P}
+        """)
+    result = vam("migrate", "--from", "0.11.0", "--to", "0.14.0", str(dockerfile))
+    assert result.returncode == 0, result.stderr
+    assert "FROM quay.io/ascend/vllm-ascend:v0.11.0\n" in dockerfile.read_text()
+    assert P2P_NEW in dockerfile.read_text()
+    assert f"{dockerfile}:1:1: VAM012 this file pins vllm-ascend 0.11.0 (line 1)," in result.stderr
+    assert "move the pin to 0.14.0 or later" in result.stderr
