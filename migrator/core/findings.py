@@ -19,6 +19,7 @@ GUARDED_BRANCH = "VAM006"  # info: the old branch of a version guard, kept
 COMPAT_DROPPED = "VAM007"  # info: --drop-compat collapsed a block to its newer branch
 BEFORE_BASELINE = "VAM009"  # info: a name only steps up to the pack's default-from know
 HELD_BY_PIN = "VAM010"  # info: a rewrite past the release a text file pins, not made
+PIN_LEFT_BEHIND = "VAM012"  # info: a file rewritten past the release it pins (its baseline)
 RECORD = "VAM011"  # info: a reference in a traceback (a record of what ran), kept
 RECORD_WHERE = "in a traceback, a record of what ran"
 SYNTAX_ERROR = "VAM901"

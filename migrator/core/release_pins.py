@@ -48,6 +48,8 @@ def release_pin(text: str, distributions: tuple[str, ...]) -> ReleasePin | None:
     for distribution in distributions:
         pattern = _pin_re(distribution)
         for match in pattern.finditer(text):
+            if _in_comment(text, match.start()):
+                continue
             version = match.group("version")
             try:
                 key = version_key(version)
@@ -57,3 +59,16 @@ def release_pin(text: str, distributions: tuple[str, ...]) -> ReleasePin | None:
                 line = text.count("\n", 0, match.start("version")) + 1
                 found = ReleasePin(version, line, distribution)
     return found
+
+
+# A `#` that opens a comment (shell, YAML, Dockerfile, requirements): at a line's start or
+# after a blank, not one inside a word or a URL fragment (`repo.git#egg=...`).
+_COMMENT = re.compile(r"(?:^|(?<=\s))#")
+
+
+def _in_comment(text: str, at: int) -> bool:
+    """Whether `at` lies in the comment of its line. A comment runs nothing: prose ("upgrade
+    from vllm-ascend==0.11.0") and commented-out lines alike (a `# vllm-ascend==0.11.0` the
+    file no longer installs) are no release the file runs."""
+    start = text.rfind("\n", 0, at) + 1
+    return _COMMENT.search(text, start, at) is not None

@@ -39,7 +39,8 @@ def rewrite_notebook(raw: str, python: Rewrite, plain: Rewrite) -> tuple[str, li
 
     Written back exactly as it was formatted (indentation, ASCII escapes) when that format
     can be reproduced; otherwise its text is rewritten in place, and the Python-only
-    references of code cells are reported for a human.
+    references of the code cells that pass leaves short of the Python rules are reported for
+    a human (VAM002), never those of a cell it rewrote as they would.
 
     Raises:
         ValueError: `raw` is not JSON.
@@ -48,11 +49,14 @@ def rewrite_notebook(raw: str, python: Rewrite, plain: Rewrite) -> tuple[str, li
     dump = _dumper(raw, notebook)
     if dump is None:
         new, findings = plain(raw)
+        done = _cells_of(new) if new != raw else {}
         for number, text in _code_cells(notebook):
             try:
-                _, cell_findings = python(text)
+                rewritten, cell_findings = python(text)
             except (SyntaxError, RecursionError, MemoryError):
                 continue
+            if done.get(number) == rewritten:
+                continue  # the text pass did all the Python rules would: nothing is left to a human
             findings.extend(_in_cell(number, f, human=True) for f in cell_findings
                             if f.kind in _PYTHON_ONLY)
         return new, findings
@@ -84,7 +88,7 @@ _LAYOUTS: tuple[tuple[int | None, tuple[str, str]], ...] = (
 
 def _dumper(raw: str, notebook: Any) -> Callable[[Any], str] | None:
     """A `json.dumps` setting that writes `notebook` back as `raw` byte for byte, if any."""
-    tail = "\n" if raw.endswith("\n") else ""
+    tail = raw[len(raw.rstrip("\r\n")):]
     for indent, separators in _LAYOUTS:
         for ascii_only in (False, True):
             def dump(
@@ -99,6 +103,13 @@ def _dumper(raw: str, notebook: Any) -> Callable[[Any], str] | None:
             if dump(notebook) == raw:
                 return dump
     return None
+
+
+def _cells_of(raw: str) -> dict[int, str]:
+    try:
+        return dict(_code_cells(json.loads(raw)))
+    except ValueError:
+        return {}
 
 
 def _code_cells(notebook: Any) -> list[tuple[int, str]]:

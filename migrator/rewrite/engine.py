@@ -33,7 +33,7 @@ from migrator.core.walk import NotRegularFile, read_regular
 from migrator.rewrite import stream
 from migrator.rewrite import text as T
 from migrator.rewrite.documents import rewrite_markdown, rewrite_notebook
-from migrator.rewrite.held import BelowBaseline, held_by_pin, pin_past
+from migrator.rewrite.held import BelowBaseline, held_by_pin, pin_left_behind, pin_past
 from migrator.rewrite.pysource import PythonRewriter
 from migrator.rewrite.rst import rewrite_rst
 from migrator.rewrite.snippets import rewrite_snippet
@@ -279,6 +279,8 @@ class Engine:
         )
         if pin is None:
             new_text, findings = self.rewrite_document(text, suffix)
+            if self.options.release_pins:
+                findings += pin_left_behind(text, self.resolver, self._distributions, findings)
         else:
             new_text, findings = _capped_engine(self, pin).rewrite_document(text, suffix)
             _, later = _reporting(self).rewrite_document(new_text, suffix)

@@ -1,6 +1,7 @@
 """References a run finds but does not rewrite, for want of evidence of the release the code is
 written for: names only the steps before the pack's default baseline know (VAM009), and
-rewrites past the release a text file pins (VAM010)."""
+rewrites past the release a text file pins (VAM010); and the pin of a file that is rewritten
+past it, the run's own baseline (VAM012)."""
 
 from __future__ import annotations
 
@@ -87,9 +88,10 @@ def pin_past(text: str, resolver: Resolver, distributions: tuple[str, ...]) -> R
     """The release `text` pins, when `resolver` would take it past that release.
 
     A file that pins the very release the run migrates from (`--from`, found or given) is
-    part of the code being migrated, and its pin moves with it (shared cases 07 and 18: a
-    v0.13.0 image beside 0.13 paths, taken to 0.14); any other release is that of a
-    deployment, which the run must not break."""
+    part of the code being migrated, and is rewritten with it (shared cases 07 and 18: a
+    v0.13.0 image beside 0.13 paths, taken to 0.14) though its pin stays as written:
+    `pin_left_behind` says so. Any other release is that of a deployment, which the run must
+    not break."""
     pin = release_pin(text, distributions)
     if pin is None:
         return None
@@ -100,3 +102,25 @@ def pin_past(text: str, resolver: Resolver, distributions: tuple[str, ...]) -> R
     # A release has a step's paths from the step's first release on (0.14.0rc1 has 0.14.0's).
     last = resolver.steps[-1].release if resolver.steps else None
     return pin if last and key < version_key(last) else None
+
+
+def pin_left_behind(
+    text: str, resolver: Resolver, distributions: tuple[str, ...], made: list[F.Finding]
+) -> list[F.Finding]:
+    """VAM012 at the pin's line when `text` pins the release the run migrates from and `made`
+    (the file's findings) moves references past it: the pin, which vam never edits, names a
+    release without those paths. The release to move it to is the newest step among them."""
+    low = resolver.from_version
+    steps = [part.strip() for f in made if f.code == F.MOVED for part in f.step.split(",")]
+    if low is None or not steps:
+        return []
+    pin = release_pin(text, distributions)
+    if pin is None or version_key(pin.version) != version_key(low):
+        return []
+    first = max(steps, key=version_key)
+    message = (
+        f"this file pins {pin.distribution} {pin.version} (line {pin.line}), which does not "
+        f"have the rewritten paths: move the pin to {first} or later"
+    )
+    return [F.Finding("", pin.line, 1, F.PIN_LEFT_BEHIND, "text", message, pin.version, first,
+                      first)]

@@ -240,6 +240,8 @@ def test_explain_says_an_early_name_lies_before_the_default_baseline(pack: rules
     ('pip install "vllm-ascend[mooncake] == 0.13.0"\n', "0.13.0", 1),
     ("vllm-ascend==0.14.0\nFROM vllm-ascend:v0.12.0rc1\n", "0.12.0rc1", 2),  # the oldest
     ('  image: "vllm-ascend:v0.11.0"\n', "0.11.0", 1),
+    ("# serve 0.11.0\nvllm-ascend==0.11.0  # pinned\n", "0.11.0", 2),  # a pin before a comment
+    ("pip install git+https://h/r.git#egg=x vllm-ascend==0.12.0\n", "0.12.0", 1),
 ])
 def test_release_pin_forms(text: str, version: str, line: int) -> None:
     pin = release_pin(text, ASCEND)
@@ -251,6 +253,9 @@ def test_release_pin_forms(text: str, version: str, line: int) -> None:
     "myvllm-ascend==1.0\n", "import vllm_ascend.distributed\n",
     # Prose naming a tag (vllm-ascend's own tutorials) is no image the file pulls.
     "The model is first supported in `vllm-ascend:v0.9.1rc3`\n",
+    # A comment runs nothing: prose, or a requirement the file no longer installs.
+    "# upgrade from vllm-ascend==0.11.0 to latest\n", "  # vllm-ascend==0.11.0\n",
+    "numpy  # was vllm_ascend==0.9.1\n", "# FROM quay.io/ascend/vllm-ascend:v0.11.0\n",
 ])
 def test_not_a_release_pin(text: str) -> None:
     assert release_pin(text, ASCEND) is None
@@ -315,3 +320,40 @@ def test_a_path_a_later_step_recreated_is_no_early_name(tmp_path: Path) -> None:
     engine = Engine(Resolver(table, "1.0"), Options(default_floor="1.0"))
     _, found = _process(engine, script)
     assert [(f.code, f.old) for f in found] == [(F.BEFORE_BASELINE, "pkg.a.c")]
+
+
+def test_a_pin_named_in_a_comment_holds_nothing_back(pack: rules.Pack, tmp_path: Path) -> None:
+    manifest = _write(tmp_path, "deploy.yaml", "# upgrade from vllm-ascend==0.11.0 to latest\n"
+                      + MANIFEST.replace("image: quay.io/ascend/vllm-ascend:v0.12.0rc1", "x: 1"))
+    new, found = _process(_engine(pack, "0.13.0"), manifest)
+    assert new is not None and P2P_NEW.encode() in new
+    assert [f.code for f in found] == [F.MOVED]
+
+
+def test_a_file_pinning_the_baseline_is_rewritten_and_its_pin_reported(
+    pack: rules.Pack, tmp_path: Path
+) -> None:
+    manifest = _write(tmp_path, "deploy.yaml", MANIFEST.replace("v0.12.0rc1", "v0.13.0-a3"))
+    new, found = _process(_engine(pack, "0.13.0"), manifest)
+    assert new is not None and P2P_NEW.encode() in new and b"vllm-ascend:v0.13.0-a3" in new
+    assert [(f.line, f.code) for f in found] == [(2, F.PIN_LEFT_BEHIND), (3, F.MOVED)]
+    assert found[0].message == (
+        "this file pins vllm-ascend 0.13.0 (line 2), which does not have the rewritten paths: "
+        "move the pin to 0.14.0 or later"
+    )
+    # Nothing rewritten, nothing to say about the pin.
+    done = _write(tmp_path, "done.yaml", "image: quay.io/ascend/vllm-ascend:v0.13.0\n")
+    assert _process(_engine(pack, "0.13.0"), done) == (None, [])
+
+
+def test_the_cli_reports_a_dockerfile_pinning_the_from_release(tmp_path: Path) -> None:
+    dockerfile = _write(tmp_path, "Dockerfile", f"""\
+        FROM quay.io/ascend/vllm-ascend:v0.11.0
+        ENV KV_CONNECTOR={P2P}
+        """)
+    result = vam("migrate", "--from", "0.11.0", "--to", "0.14.0", str(dockerfile))
+    assert result.returncode == 0, result.stderr
+    assert "FROM quay.io/ascend/vllm-ascend:v0.11.0\n" in dockerfile.read_text()
+    assert P2P_NEW in dockerfile.read_text()
+    assert f"{dockerfile}:1:1: VAM012 this file pins vllm-ascend 0.11.0 (line 1)," in result.stderr
+    assert "move the pin to 0.14.0 or later" in result.stderr

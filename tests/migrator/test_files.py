@@ -305,3 +305,25 @@ def test_markdown_python_fences_follow_the_python_rules(tmp_path: Path) -> None:
         "python -c 'from vllm_ascend.distributed.device_communicators import npu_communicator"
         " as communicator'\n"
         "```\n")
+
+
+@pytest.mark.parametrize("layout", ["float", "crlf"])
+def test_a_notebook_the_text_pass_fully_migrates_gets_no_vam002(tmp_path: Path, layout: str) -> None:
+    # A one-line notebook with a magic in its cell: rewritten, yet reported VAM002 and exit 1.
+    notebook = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {},
+                           "outputs": [], "source": [
+                               "%load_ext autoreload\n",
+                               "from vllm_ascend.distributed.mooncake_connector import MooncakeConnector\n",
+                               "print(MooncakeConnector)"]}],
+                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    raw = json.dumps(notebook)
+    # "1.50" reads back as 1.5: a layout json.dumps cannot write again.
+    raw = raw[:-1] + ', "x": 1.50}' if layout == "float" else raw + "\r\n"
+    path = tmp_path / "compact.ipynb"
+    path.write_bytes(raw.encode())
+    result = vam("migrate", str(path))
+    assert "VAM002" not in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert path.read_bytes() == raw.replace(
+        "distributed.mooncake_connector", "distributed.kv_transfer.kv_p2p.mooncake_connector").encode()
+    assert vam("check", str(path)).returncode == 0

@@ -203,6 +203,25 @@ VAM_CODES: tuple[Code, ...] = (
         ),
     ),
     Code(
+        "VAM012", INFO, "file rewritten past the release it pins",
+        means=(
+            "A text file pins the very release the run migrates from (`--from`, given or found: "
+            "an image tag `vllm-ascend:v0.13.0-a3`, `pip install vllm-ascend==0.13.0`) and is "
+            "migrated with the rest of the code, but vam never edits the pin: reported once, at "
+            "the pin's line, with the first release that has every path written."
+        ),
+        why=(
+            "The file now names paths its pinned release lacks: until the pin moves, the "
+            "deployment breaks. Info only: no effect on the exit code."
+        ),
+        fix="Move the pin to the release the message gives, or a later one.",
+        bad=(
+            "image: quay.io/ascend/vllm-ascend:v0.13.0-a3\n"
+            "module: vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector"
+        ),
+        good="image: quay.io/ascend/vllm-ascend:v0.14.0-a3",
+    ),
+    Code(
         "VAM901", ERROR, "Python file that does not parse",
         means=(
             "A .py or .pyi file is not valid Python for the parser, so its imports cannot be "
