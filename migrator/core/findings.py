@@ -17,6 +17,7 @@ COMPAT_PAIR = "VAM004"  # info: a try/except or if/else pair of old and new path
 PINNED = "VAM005"  # info: a link pinned to a tag or commit, or a diff's removed line, kept
 GUARDED_BRANCH = "VAM006"  # info: the old branch of a version guard, kept
 COMPAT_DROPPED = "VAM007"  # info: --drop-compat collapsed a block to its newer branch
+OLD_FIRST = "VAM008"  # warning: try imports the old path, except ImportError the new one
 BEFORE_BASELINE = "VAM009"  # info: a name only steps up to the pack's default-from know
 HELD_BY_PIN = "VAM010"  # info: a rewrite past the release a text file pins, not made
 PIN_LEFT_BEHIND = "VAM012"  # info: a file rewritten past the release it pins (its baseline)

@@ -98,12 +98,6 @@ COMPAT_PAIRS = {
         except ImportError:
             from {OLD_MC} import MooncakeConnector
         """,
-    "try-old-first": f"""\
-        try:
-            from {OLD_MC} import MooncakeConnector
-        except ModuleNotFoundError:
-            from {NEW_MC} import MooncakeConnector
-        """,
     "except-tuple": f"""\
         try:
             from {NEW_MC} import MooncakeConnector as MC
@@ -143,6 +137,22 @@ def test_compatibility_pairs_are_kept_and_reported_as_info(source: str) -> None:
         assert [f.code for f in findings] == [COMPAT]
         assert "'vllm_ascend.distributed." in findings[0].message
         assert findings[0].old and findings[0].new and findings[0].line > 0
+
+
+def test_a_try_of_the_old_path_first_is_kept_and_reported_as_a_warning() -> None:
+    # Issue 20: the old path runs while shims serve it, so it is not a quiet info pair.
+    source = f"""\
+        try:
+            from {OLD_MC} import MooncakeConnector
+        except ModuleNotFoundError:
+            from {NEW_MC} import MooncakeConnector
+        """
+    for report_only in (False, True):
+        new, findings = migrate(source, report_only=report_only)
+        assert new == d(source)
+        assert [f.code for f in findings] == [F.OLD_FIRST]
+        assert (findings[0].old, findings[0].new, findings[0].line) == (
+            f"{OLD_MC}.MooncakeConnector", f"{NEW_MC}.MooncakeConnector", 2)
 
 
 def test_compatibility_pair_code_is_info_in_the_registry() -> None:

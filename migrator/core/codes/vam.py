@@ -140,6 +140,38 @@ VAM_CODES: tuple[Code, ...] = (
         good="from vllm.utils.math_utils import cdiv",
     ),
     Code(
+        "VAM008", WARNING, "try block that imports the old path first",
+        means=(
+            "A `try` branch imports a moved path and its `except ImportError` (or "
+            "ModuleNotFoundError) branch imports the new path of the same name: a compatibility "
+            "pair in the wrong order. Both branches are left as they are."
+        ),
+        why=(
+            "On every release that still serves the old path (through the shims, or a stale "
+            "copy left at the old place) the old path is the one that runs, with its "
+            "DeprecationWarning; the new path runs only once the old one is gone. A warning, "
+            "not info: `vam check` and `vam migrate` exit 1 on it, since vam does not reorder "
+            "code and a person must."
+        ),
+        fix=(
+            "Swap the branches: try the new path first and fall back to the old one (then it is "
+            "a VAM004 pair); `vam migrate --drop-compat VERSION` collapses it to the new path "
+            "when you drop the old release."
+        ),
+        bad=(
+            "try:\n"
+            "    from vllm.utils import cdiv\n"
+            "except ImportError:\n"
+            "    from vllm.utils.math_utils import cdiv"
+        ),
+        good=(
+            "try:\n"
+            "    from vllm.utils.math_utils import cdiv\n"
+            "except ImportError:\n"
+            "    from vllm.utils import cdiv"
+        ),
+    ),
+    Code(
         "VAM009", INFO, "name of a release before the table's default baseline",
         means=(
             "No --from was given, [tool.vam] has no `from` and the project pins no release, so "

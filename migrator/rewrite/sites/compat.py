@@ -5,7 +5,9 @@ tuple of them), `if`/`else`, or a conditional expression `a.b if cond else c.d`.
 That is code a human wrote to run against both layouts: rewriting the old branch would
 leave two copies of the new path and no fallback. Both branches are kept as they are (their
 nodes are `Protected.kept`, which no rewriter touches) and the pair is reported at info
-level.
+level - except a `try` that imports the old path first and falls back to the new one:
+that runs the old path (through the shims) on every release that serves it, so it is
+reported as a warning (`VAM008`) that suggests swapping the branches. Neither is rewritten.
 """
 
 from __future__ import annotations
@@ -64,20 +66,27 @@ def _statement_pairs(
 ) -> None:
     ctx = pairs.ctx
     theirs = bindings(ctx, second)
-    for name, (stmt, path, new) in bindings(ctx, first).items():
+    for name, (stmt, path, new, nodes) in bindings(ctx, first).items():
         other = theirs.get(name)
         if other is None or other[1] == path or other[2] != new:
             continue
         old_stmt, old = (stmt, path) if path != new else (other[0], other[1])
         if pairs.is_frozen(old_stmt):
             continue  # the old branch of a version guard, or code --drop-compat removes
-        pairs.kept.update((id(stmt), id(other[0])))
+        pairs.kept.update(id(node) for node in (*nodes, *other[3]))
         shown = name.removeprefix("import ")
-        message = (
-            f"'{old}' and its new path '{new}' both bind '{shown}' in sibling branches "
-            f"({how}): compatibility code, kept as it is"
-        )
-        finding = F.Finding("", 0, 0, F.COMPAT_PAIR, "import", message, old, new)
+        if how.startswith("try") and old_stmt is stmt:
+            code, message = F.OLD_FIRST, (
+                f"the try branch imports '{old}' and falls back to its new path '{new}' "
+                f"(binding '{shown}'): the old path runs for as long as shims serve it; swap "
+                "the branches (try the new path first)"
+            )
+        else:
+            code, message = F.COMPAT_PAIR, (
+                f"'{old}' and its new path '{new}' both bind '{shown}' in sibling branches "
+                f"({how}): compatibility code, kept as it is"
+            )
+        finding = F.Finding("", 0, 0, code, "import", message, old, new)
         pairs.findings.append(ctx.at(finding, ctx.smap.span(old_stmt)[0]))
 
 

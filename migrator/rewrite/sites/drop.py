@@ -207,7 +207,7 @@ class _Planner:
         first_after = later[0]
         sides = set()
         theirs = bindings(self.ctx, fallback)
-        for name, (_, path, new) in bindings(self.ctx, body).items():
+        for name, (_, path, new, _) in bindings(self.ctx, body).items():
             other = theirs.get(name)
             if other is None or other[2] != new or other[1] == path:
                 continue
