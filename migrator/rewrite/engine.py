@@ -174,9 +174,11 @@ class Engine:
         if b"\x00" in data and not python:
             return False
         # Only a file inside a package has relative imports, which take folders of its path.
-        if self._prefilter.may_refer(data, frozenset(parts) if inside else frozenset()):
+        folders = frozenset(parts) if inside else frozenset()
+        if self._prefilter.may_refer(data, folders):
             return True
-        return self._below is not None and self._below.trigger.search(data) is not None
+        below = self._below.prefilter if self._below is not None else None
+        return below is not None and below.may_refer(data, folders)
 
     def _triggered(self, source: SourceFile, data: bytes) -> bool:
         """Whether the run's own steps (not only those below the baseline) may see `data`."""

@@ -5,7 +5,6 @@ past it, the run's own baseline (VAM012)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 
 from migrator.core import findings as F
@@ -31,8 +30,9 @@ class BelowBaseline:
         self.main = resolver
         self.floor = floor
         self.early = Resolver(resolver.pack, None, top, written_to=to or resolver.pack.latest)
-        pattern = self.early.trigger_pattern() if self.early.steps else rb"(?!)"
-        self.trigger = re.compile(pattern)
+        # The same byte tests as the run's own steps (`migrator.core.prefilter`), so a file
+        # that only spells a generic last component of an early name is not decoded.
+        self.prefilter = self.early.prefilter() if self.early.steps else None
         steps = resolver.pack.steps
         self._before = {s.version: steps[i - 1].version if i else "0" for i, s in enumerate(steps)}
 
