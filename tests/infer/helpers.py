@@ -15,6 +15,18 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+# A function body long enough for infer to pair by similarity; `{name}` is its name.
+FUNCTION = """
+def {name}(items, factor):
+    total = 0
+    for item in items:
+        if item.ready:
+            total += item.size * factor
+        else:
+            total -= 1
+    return total
+"""
+
 PKG_INFO = "Metadata-Version: 2.1\nName: pkg\nVersion: {version}\n"
 
 

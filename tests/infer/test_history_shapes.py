@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.infer.helpers import FUNCTION as HELPER
 from tests.infer.helpers import infer, pairs, release, table
 
 ENGINE = """
@@ -30,17 +31,6 @@ class {name}:
                 break
             found += 1
         return found{extra}
-"""
-
-HELPER = """
-def {name}(items, factor):
-    total = 0
-    for item in items:
-        if item.ready:
-            total += item.size * factor
-        else:
-            total -= 1
-    return total
 """
 
 

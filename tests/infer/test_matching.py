@@ -4,18 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.infer.helpers import FUNCTION as BIG
 from tests.infer.helpers import infer, pairs, release, table
-
-BIG = """
-def {name}(items, factor):
-    total = 0
-    for item in items:
-        if item.ready:
-            total += item.size * factor
-        else:
-            total -= 1
-    return total
-"""
 
 OTHER = """
 class {name}:
