@@ -1,6 +1,10 @@
 """Draft the `vllm` pack (rules/vllm.toml) from vLLM's sdists, scoped to what plugins import.
 
     .venv/bin/python benchmarks/vllm_pack.py > /tmp/vllm-draft.toml
+    .venv/bin/python benchmarks/vllm_pack.py --pair 0.25.1 0.26.0 > /tmp/vllm-0.26.0.toml
+
+The first drafts every step of VERSIONS; `--pair OLD NEW` drafts one window (any two releases,
+not only neighbours), so the pack can be drafted and reviewed step by step.
 
 For each release pair: `vam rules infer`'s matchers (migrator.infer), kept only where a rule's
 `old` covers a `vllm.*` reference of vllm-ascend (imports and dotted strings, from the
@@ -17,10 +21,14 @@ Sdists are fetched into ~/.cache/vam-sdists (migrator.core.dists), never into th
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
+import time
 from collections.abc import Iterable
+from pathlib import Path
 
-from migrator.core.dists import fetch
+from migrator.core.dists import cache_dir, fetch
 from migrator.core.sources import Source, open_release
 from migrator.infer.candidate import Candidate
 from migrator.infer.emit import Header, render
@@ -33,8 +41,19 @@ from migrator.verify_imports.index import index_source
 from migrator.verify_imports.strings import dotted_strings
 from rules import is_under as under
 
-VERSIONS = ("0.11.0", "0.11.1", "0.11.2", "0.12.0", "0.13.0")
-ASCEND = ("0.11.0", "0.13.0")
+# Every vLLM release with an sdist on PyPI from 0.11.0 on. 0.15.0 and 0.15.1 shipped platform
+# wheels only (compiled code, no sdist or pure-Python wheel), so 0.16.0's step spans them.
+VERSIONS = ("0.11.0", "0.11.1", "0.11.2", "0.12.0", "0.13.0", "0.14.0", "0.14.1", "0.16.0",
+            "0.17.0", "0.17.1", "0.18.0", "0.18.1", "0.19.0", "0.19.1", "0.20.0", "0.20.1",
+            "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1",
+            "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0",
+            "0.33.0")
+# The census of what plugins import: every vllm-ascend release 0.11.0 ... 0.30.0rc2 on PyPI.
+ASCEND = ("0.11.0", "0.11.0rc0", "0.11.0rc1", "0.11.0rc2", "0.11.0rc3", "0.12.0rc1", "0.13.0",
+          "0.13.0rc1", "0.13.0rc2", "0.13.0rc3", "0.14.0rc1", "0.15.0rc1", "0.16.0rc1",
+          "0.17.0rc1", "0.18.0", "0.18.0rc1", "0.19.1rc1", "0.20.2rc1", "0.21.0rc1", "0.22.1rc1",
+          "0.23.0", "0.23.0.post1", "0.23.0rc1", "0.24.0rc1", "0.25.1rc1", "0.26.0rc1",
+          "0.27.1rc1", "0.28.0rc1", "0.29.0rc1", "0.30.0rc1", "0.30.0rc2")
 
 
 def references(sources: Iterable[Source], from_modules: bool = True) -> set[str]:
@@ -131,18 +150,42 @@ def _release(name: str, version: str) -> Source:
     return source
 
 
+def census(versions: Iterable[str] = ASCEND) -> set[str]:
+    """`references` of the vllm-ascend `versions`, kept next to the sdists (JSON, keyed by the
+    versions and this file's text) so that drafting one window at a time reads them once."""
+    key = hashlib.sha256(repr((sorted(versions), Path(__file__).read_bytes())).encode())
+    stored = cache_dir() / f"vllm-pack-census-{key.hexdigest()[:16]}.json"
+    if stored.exists():
+        return set(json.loads(stored.read_text()))
+    refs = references(_release("vllm-ascend", v) for v in versions)
+    stored.parent.mkdir(parents=True, exist_ok=True)
+    stored.write_text(json.dumps(sorted(refs)))
+    return refs
+
+
+def _windows(argv: list[str]) -> list[tuple[str, str]]:
+    if not argv:
+        return list(zip(VERSIONS, VERSIONS[1:], strict=False))
+    if len(argv) == 3 and argv[0] == "--pair":
+        return [(argv[1], argv[2])]
+    raise SystemExit("usage: vllm_pack.py [--pair OLD NEW]")
+
+
 def main() -> None:
-    refs = references(_release("vllm-ascend", v) for v in ASCEND)
-    sources = [_release("vllm", v) for v in VERSIONS]
-    print(f"# {len(refs)} vllm.* references in vllm-ascend {', '.join(ASCEND)}")
-    for old_src, new_src in zip(sources, sources[1:], strict=False):
+    windows = _windows(sys.argv[1:])
+    refs = census()
+    print(f"# {len(refs)} vllm.* references in vllm-ascend {ASCEND[0]} ... {ASCEND[-1]}")
+    for old_v, new_v in windows:
+        started = time.perf_counter()
+        old_src, new_src = _release("vllm", old_v), _release("vllm", new_v)
         findings, forwarded = step(old_src, new_src, refs)
-        header = Header("vllm", ("vllm",), old_src.version or "", new_src.version or "", None)
+        header = Header("vllm", ("vllm",), old_v, new_v, None)
         text = render(header, findings)
-        print(text[text.index("[[step]]"):])
+        print(text[text.index("[[step]]"):] if "[[step]]" in text else f"# {new_v}: nothing\n")
         if forwarded:
             print(f"# still served by a deprecation __getattr__: {', '.join(forwarded)}\n")
-        print(f"step {new_src.version}: {len(findings)} rows", file=sys.stderr)
+        print(f"step {old_v} -> {new_v}: {len(findings)} rows, "
+              f"{time.perf_counter() - started:.1f} s", file=sys.stderr)
 
 
 if __name__ == "__main__":
