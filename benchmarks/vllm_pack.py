@@ -48,6 +48,7 @@ VERSIONS = ("0.11.0", "0.11.1", "0.11.2", "0.12.0", "0.13.0", "0.14.0", "0.14.1"
             "0.20.2", "0.21.0", "0.22.0", "0.22.1", "0.23.0", "0.24.0", "0.25.0", "0.25.1",
             "0.26.0", "0.27.0", "0.27.1", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0",
             "0.33.0")
+CENSUS_FORMAT = 1
 # The census of what plugins import: every vllm-ascend release 0.11.0 ... 0.30.0rc2 on PyPI.
 ASCEND = ("0.11.0", "0.11.0rc0", "0.11.0rc1", "0.11.0rc2", "0.11.0rc3", "0.12.0rc1", "0.13.0",
           "0.13.0rc1", "0.13.0rc2", "0.13.0rc3", "0.14.0rc1", "0.15.0rc1", "0.16.0rc1",
@@ -145,15 +146,19 @@ def step(old_src: Source, new_src: Source, refs: set[str]) -> tuple[list[Candida
 
 
 def _release(name: str, version: str) -> Source:
-    source = open_release(fetch(name, version))
-    source.label = f"{name}=={version}"
+    """`name==version` from the cache (fetched when missing), or `version` as a path to a
+    tree, sdist or wheel: 0.15.x exist only as platform wheels, which `fetch` refuses."""
+    path = Path(version)
+    source = open_release(path if path.exists() else fetch(name, version))
+    source.label = f"{name}=={source.version or version}"
     return source
 
 
 def census(versions: Iterable[str] = ASCEND) -> set[str]:
     """`references` of the vllm-ascend `versions`, kept next to the sdists (JSON, keyed by the
-    versions and this file's text) so that drafting one window at a time reads them once."""
-    key = hashlib.sha256(repr((sorted(versions), Path(__file__).read_bytes())).encode())
+    versions; bump CENSUS_FORMAT when `references` changes) so that drafting one window at a
+    time reads them once."""
+    key = hashlib.sha256(repr((sorted(versions), CENSUS_FORMAT)).encode())
     stored = cache_dir() / f"vllm-pack-census-{key.hexdigest()[:16]}.json"
     if stored.exists():
         return set(json.loads(stored.read_text()))
@@ -168,7 +173,8 @@ def _windows(argv: list[str]) -> list[tuple[str, str]]:
         return list(zip(VERSIONS, VERSIONS[1:], strict=False))
     if len(argv) == 3 and argv[0] == "--pair":
         return [(argv[1], argv[2])]
-    raise SystemExit("usage: vllm_pack.py [--pair OLD NEW]")
+    raise SystemExit("usage: vllm_pack.py [--pair OLD NEW]  (a version, or a path to a tree, "
+                     "sdist or wheel)")
 
 
 def main() -> None:
@@ -179,7 +185,7 @@ def main() -> None:
         started = time.perf_counter()
         old_src, new_src = _release("vllm", old_v), _release("vllm", new_v)
         findings, forwarded = step(old_src, new_src, refs)
-        header = Header("vllm", ("vllm",), old_v, new_v, None)
+        header = Header("vllm", ("vllm",), old_src.version or old_v, new_src.version or new_v, None)
         text = render(header, findings)
         print(text[text.index("[[step]]"):] if "[[step]]" in text else f"# {new_v}: nothing\n")
         if forwarded:
