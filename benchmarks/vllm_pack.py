@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from migrator.core.dists import cache_dir, fetch
+from migrator.core.modname import RelativeImportError, resolve_relative
 from migrator.core.sources import Source, open_release
 from migrator.infer.candidate import Candidate
 from migrator.infer.emit import Header, render
@@ -82,10 +83,17 @@ def _errors(dist: Dist, dotted: str) -> list[codes.ImportFinding]:
 
 def _reexported_from(old: Dist, module: str, name: str) -> str:
     info = old.project.info(module)
+    # A relative import resolves against the importing module's package (itself for a package).
+    mod = old.project.modules.get(module)
+    package = module if mod is not None and mod.is_package else module.rpartition(".")[0]
     for stmt in info.imports if info else []:
         for alias in stmt.names:
-            if stmt.is_from and stmt.level == 0 and (alias.asname or alias.name) == name:
-                return f"{stmt.module}.{alias.name}"
+            if stmt.is_from and (alias.asname or alias.name) == name:
+                try:
+                    origin = resolve_relative(package, stmt.level, stmt.module)
+                except RelativeImportError:
+                    continue
+                return f"{origin}.{alias.name}"
     return ""
 
 
