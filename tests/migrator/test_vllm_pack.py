@@ -4,8 +4,8 @@ main2main commits of vllm-ascend made by hand, resolved through the whole chain.
 Each step is checked with `vam rules validate --against OLD NEW`: every `old` must import in
 OLD, every `new` in NEW. The sdists are fetched into the cache (`$VAM_SDIST_CACHE`, default
 ~/.cache/vam-sdists; migrator.core.dists), never into the repository. They are large (20-47 MB
-each, ~1 GB for every release to 0.33.0), so by default only SAMPLE runs: the two windows with
-the moves the issue names. `VAM_VLLM_PACK_PAIRS=all` runs every step (benchmarks/vllm_pack.py
+each, ~1 GB for every release to 0.33.0), so by default only SAMPLE runs: the attention
+reorganisation (0.14.0) and the flash-linear-attention move (0.26.0), 4 sdists. `VAM_VLLM_PACK_PAIRS=all` runs every step (benchmarks/vllm_pack.py
 drafts them; this is how each was reviewed).
 """
 
@@ -27,8 +27,10 @@ PAIRS = [("0.11.0", "0.11.1", "0.11.1"), ("0.11.2", "0.12.0", "0.12.0"),
          ("0.12.0", "0.13.0", "0.13.0"), ("0.13.0", "0.14.0", "0.14.0"), ("0.14.1", "0.16.0", "0.15.0"),
          ("0.14.1", "0.16.0", "0.16.0"), ("0.16.0", "0.17.0", "0.17.0"),
          ("0.17.1", "0.18.0", "0.18.0"), ("0.18.1", "0.19.0", "0.19.0"),
-         ("0.19.1", "0.20.0", "0.20.0")]
-SAMPLE = {"0.14.0"}
+         ("0.19.1", "0.20.0", "0.20.0"), ("0.20.2", "0.21.0", "0.21.0"),
+         ("0.21.0", "0.22.0", "0.22.0"), ("0.22.1", "0.23.0", "0.23.0"),
+         ("0.25.1", "0.26.0", "0.26.0")]
+SAMPLE = {"0.14.0", "0.26.0"}
 _ALL = os.environ.get("VAM_VLLM_PACK_PAIRS") == "all"
 
 
@@ -46,3 +48,34 @@ def test_each_step_matches_its_sdists(old: str, new: str, step: str) -> None:
 def test_every_step_is_checked_against_a_pair() -> None:
     versions = [step.version for step in rules.load_pack("vllm").steps]
     assert versions == [step for _, _, step in PAIRS]
+
+
+@pytest.mark.parametrize(("start", "old", "new", "steps"), [
+    # The moves issue 20 names, each confirmed in the sdists (0.25.1 has layers/fla, 0.26.0
+    # third_party/flash_linear_attention; 0.21.0 has mamba/gdn_linear_attn.py, 0.22.0 mamba/gdn/).
+    ("0.25.1", "vllm.model_executor.layers.fla.ops.chunk.chunk_gated_delta_rule",
+     "vllm.third_party.flash_linear_attention.ops.chunk.chunk_gated_delta_rule", ["0.26.0"]),
+    ("0.21.0", "vllm.model_executor.layers.mamba.gdn_linear_attn.GatedDeltaNetAttention",
+     "vllm.model_executor.layers.mamba.gdn.base.GatedDeltaNetAttention", ["0.22.0"]),
+    ("0.21.0", "vllm.model_executor.layers.fused_moe.layer.determine_expert_map",
+     "vllm.model_executor.layers.fused_moe.expert_map_manager.determine_expert_map", ["0.22.0"]),
+    # Chains: a name moved twice reaches its last home from where the code started.
+    ("0.18.1", "vllm.model_executor.models.qwen3_next.fused_gdn_gating",
+     "vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn.fused_gdn_gating",
+     ["0.19.0", "0.22.0"]),
+    ("0.11.0", "vllm.attention.AttentionBackend", "vllm.v1.attention.backend.AttentionBackend",
+     ["0.12.0", "0.14.0"]),
+])  # fmt: skip
+def test_the_known_moves_resolve_through_the_chain(start: str, old: str, new: str,
+                                                   steps: list[str]) -> None:
+    chain = Resolver(rules.load_pack("vllm"), start).resolve(old)
+    assert chain.new == new
+    assert [hit.step for hit in chain.hits] == steps
+
+
+def test_a_removed_name_says_what_replaced_it() -> None:
+    chain = Resolver(rules.load_pack("vllm"), "0.19.1").resolve(
+        "vllm.model_executor.layers.fused_moe.shared_fused_moe.SharedFusedMoE")
+    assert chain.removed_step == "0.20.0" and not chain.changed
+    assert chain.removed is not None
+    assert "FusedMoE(..., shared_experts=...)" in chain.removed.hint
