@@ -180,7 +180,9 @@ def test_explain() -> None:
 def test_rules_list_show_validate_export() -> None:
     listed = vam("rules", "list").stdout.splitlines()
     assert listed[0::2] == [  # each pack's line is followed by its description
-        "vllm  steps: 0.11.1, 0.12.0, 0.13.0  (vllm.toml)",
+        "vllm  steps: 0.11.1, 0.12.0, 0.13.0, 0.14.0, 0.15.0, 0.16.0, 0.17.0, 0.18.0, 0.19.0, "
+        "0.20.0, 0.21.0, 0.22.0, 0.23.0, 0.24.0, 0.25.0, 0.26.0, 0.27.0, 0.28.0, 0.29.0, 0.30.0, "
+        "0.31.0, 0.32.0, 0.33.0  (vllm.toml)",
         "vllm_ascend  steps: 0.7.3, 0.9.1rc2, 0.9.2rc1, 0.10.0rc1, 0.10.2rc1, 0.12.0rc1, "
         "0.13.0rc2, 0.13.0, 0.14.0, 0.18.0rc1, 0.24.0rc1, 0.25.1rc1, 0.27.1rc1, 0.28.0rc1, "
         "0.29.0rc1, 0.30.0rc1  (vllm_ascend.toml)",
@@ -194,7 +196,7 @@ def test_rules_list_show_validate_export() -> None:
     ok = vam("rules", "validate", str(REPO / "rules" / "vllm_ascend.toml"))
     assert ok.returncode == 0 and "ok (16 step(s), 108 rules)" in ok.stdout
     vllm = vam("rules", "validate", str(REPO / "rules" / "vllm.toml"))
-    assert vllm.returncode == 0 and "ok (3 step(s), 40 rules)" in vllm.stdout
+    assert vllm.returncode == 0 and "ok (23 step(s), 206 rules)" in vllm.stdout
     exported = vam("rules", "export", "ruff").stdout
     assert exported.splitlines()[0] == "[tool.ruff.lint.flake8-tidy-imports.banned-api]"
     assert (f'"{OLD}".msg = "moved to {NEW} in 0.14.0; run `vam migrate`"') in exported

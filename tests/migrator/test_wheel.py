@@ -144,7 +144,9 @@ def test_installed_vam_lists_the_bundled_rule_pack(
     _, bin_dir = installed
     listing = _run([bin_dir / "vam", "rules", "list"], cwd=tmp_path).stdout
     assert listing.splitlines()[0::2] == [
-        "vllm  steps: 0.11.1, 0.12.0, 0.13.0  (vllm.toml)",
+        "vllm  steps: 0.11.1, 0.12.0, 0.13.0, 0.14.0, 0.15.0, 0.16.0, 0.17.0, 0.18.0, 0.19.0, "
+        "0.20.0, 0.21.0, 0.22.0, 0.23.0, 0.24.0, 0.25.0, 0.26.0, 0.27.0, 0.28.0, 0.29.0, 0.30.0, "
+        "0.31.0, 0.32.0, 0.33.0  (vllm.toml)",
         "vllm_ascend  steps: 0.7.3, 0.9.1rc2, 0.9.2rc1, 0.10.0rc1, 0.10.2rc1, 0.12.0rc1, "
         "0.13.0rc2, 0.13.0, 0.14.0, 0.18.0rc1, 0.24.0rc1, 0.25.1rc1, 0.27.1rc1, 0.28.0rc1, "
         "0.29.0rc1, 0.30.0rc1  (vllm_ascend.toml)",
