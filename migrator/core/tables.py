@@ -238,7 +238,9 @@ def export_ruff(pack: Pack, standalone: bool) -> str:
         if name in seen or (written is not None and written > version_key(step.release)):
             return
         seen.add(name)
-        lines.append(f'"{name}".msg = "{message}"')
+        # A TOML basic string: a hint may quote code (`cache_policy="lru"`).
+        quoted = message.replace("\\", "\\\\").replace('"', '\\"')
+        lines.append(f'"{name}".msg = "{quoted}"')
 
     for step in pack.steps:
         for move in step.moves():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import tomllib
 
 import rules
 from migrator.core.dists import fetch
@@ -83,3 +84,10 @@ def test_a_removed_name_says_what_replaced_it() -> None:
     assert chain.removed_step == "0.20.0" and not chain.changed
     assert chain.removed is not None
     assert "FusedMoE(..., shared_experts=...)" in chain.removed.hint
+
+
+def test_the_ruff_export_keeps_a_hint_that_quotes_code() -> None:
+    # 0.19.0's hint spells `cache_policy="lru"`: the export escaped no quote before.
+    exported = vam("rules", "export", "ruff", "--rules", "vllm", "--standalone").stdout
+    banned = tomllib.loads(exported)["lint"]["flake8-tidy-imports"]["banned-api"]
+    assert banned["vllm.v1.kv_offload.lru_manager"]["msg"].endswith('cache_policy="lru")')
