@@ -64,7 +64,8 @@ def test_every_step_is_checked_against_a_pair() -> None:
      "vllm.model_executor.layers.mamba.gdn.base.GatedDeltaNetAttention", ["0.22.0"]),
     ("0.21.0", "vllm.model_executor.layers.fused_moe.layer.determine_expert_map",
      "vllm.model_executor.layers.fused_moe.expert_map_manager.determine_expert_map", ["0.22.0"]),
-    # Chains: a name moved twice reaches its last home from where the code started.
+    # Chains: a name moved twice reaches its last home from where the code started (up to
+    # 0.30.0 for this one: 0.31.0 removed it, test_a_name_a_step_wrote_can_be_removed_later).
     ("0.18.1", "vllm.model_executor.models.qwen3_next.fused_gdn_gating",
      "vllm.model_executor.layers.mamba.gdn.qwen_gdn_linear_attn.fused_gdn_gating",
      ["0.19.0", "0.22.0"]),
@@ -73,9 +74,15 @@ def test_every_step_is_checked_against_a_pair() -> None:
 ])  # fmt: skip
 def test_the_known_moves_resolve_through_the_chain(start: str, old: str, new: str,
                                                    steps: list[str]) -> None:
-    chain = Resolver(rules.load_pack("vllm"), start).resolve(old)
+    chain = Resolver(rules.load_pack("vllm"), start, "0.30.0").resolve(old)
     assert chain.new == new
     assert [hit.step for hit in chain.hits] == steps
+
+
+def test_a_name_a_step_wrote_can_be_removed_later() -> None:
+    chain = Resolver(rules.load_pack("vllm"), "0.18.1").resolve(
+        "vllm.model_executor.models.qwen3_next.fused_gdn_gating")
+    assert chain.removed_step == "0.31.0" and not chain.changed
 
 
 def test_a_removed_name_says_what_replaced_it() -> None:
