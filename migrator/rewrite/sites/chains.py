@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 
 from migrator.core import findings as F
+from migrator.rewrite.sites import lanes
 from migrator.rewrite.sites.context import (
     Edit,
     HeldChain,
@@ -42,6 +43,9 @@ def rewrite_chains(ctx: SiteContext, protected: Protected) -> SiteEdits:
                 f"'{resolution.new}' ({F.steps_of(resolution)})"
             )
             out.report(F.needs_human("attribute", message, old=name), start)
+            continue
+        if lanes.splits(ctx, name):
+            lanes.conditional_chain(lanes.Lanes(ctx), out, node, resolution)
             continue
         finding = ctx.at(F.moved("attribute", resolution), start)
         symbols = [hit for hit in resolution.hits if hit.kind == "symbol"]
@@ -89,7 +93,10 @@ def _alias_chain(
     below = resolution.new.startswith(binding.new + ".")
     if below and not crossed and ctx.smap.text[start:end] == name:
         new = head + resolution.new[len(binding.new) :]
-        if new != name:
+        if new != name and lanes.splits(ctx, full):  # VERSION still needs `name`
+            version = ctx.options.keep_compat or ""
+            out.report(lanes.lane_conflict(full, resolution.new, "attribute", version), start)
+        elif new != name:
             out.findings.append(ctx.at(F.moved("attribute", resolution, old=name, new=new), start))
             out.edit(start, end, new)
         return
