@@ -24,16 +24,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from migrator.core import findings as F
-from migrator.core.placement import comment_only_after
 from migrator.rewrite.sites.bindings import bindings, catches_import_error
 from migrator.rewrite.sites.context import SiteContext, overlaps
+from migrator.rewrite.sites.dropped import expression_cuts, helper_import_cuts
 from migrator.rewrite.sites.plan import Cut, DropPlan
 from migrator.rewrite.sites.versions import Floor, decide, mentions_decided_guard
 
 _ELSE = re.compile(r"(?m)^[ \t]*else[ \t]*:")
 _INDENT = re.compile(r"[ \t]*")
-# What a kept side of a conditional expression can be without parentheses anywhere.
-_ATOMS = (ast.Name, ast.Attribute, ast.Constant, ast.Call, ast.Subscript)
 
 
 @dataclass
@@ -97,7 +95,8 @@ class _Planner:
                 self._emit_expression(node)
             elif isinstance(node, ast.Try):
                 self._emit_try(node)
-        _drop_helper_imports(self)
+        removed = [(cut.start, cut.end) for cut in self.cuts]
+        self.cuts += helper_import_cuts(self.smap, self.ctx.tree, self.helpers, removed)
 
     def _chain(self, head: ast.If) -> _Chain:
         arms = [head]
@@ -252,46 +251,8 @@ class _Planner:
         value = decide(node.test, self.helpers, self.floor)
         if value is None:
             return
-        text = self.smap.text
-        start, end = self.smap.span(node)
-        kept = node.body if value else node.orelse
-        own = self._own_parens(node) if isinstance(kept, _ATOMS) else None
-        if value:  # keep the body, with the parentheses around it
-            opened = text[start : self.smap.span(node.body)[0]].count("(")
-            cut = self.smap.span(node.body)[1]
-            for _ in range(opened):
-                cut = text.index(")", cut) + 1
-            if own and not opened:  # `(x if guard else y)()` -> `x()`
-                self._cut(Cut(own[0], start))
-                end = own[1]
-            self._cut(Cut(cut, end))
-        else:  # keep the orelse side, with the parentheses around it
-            closed = text[self.smap.span(node.orelse)[1] : end].count(")")
-            cut = self.smap.span(node.orelse)[0]
-            for _ in range(closed):
-                cut = text.rindex("(", start, cut)
-            if own and not closed:
-                self._cut(Cut(end, own[1]))
-                start = own[0]
-            self._cut(Cut(start, cut))
+        self.cuts += expression_cuts(self.smap, self.parents, node, value)
         self._report(node, "its live side")
-
-    def _own_parens(self, node: ast.IfExp) -> tuple[int, int] | None:
-        """The span of the parentheses right around `node` when they are its own (not a
-        call's or a class's), which a kept atom no longer needs; None otherwise."""
-        text = self.smap.text
-        start, end = self.smap.span(node)
-        before = len(text[:start].rstrip(" \t")) - 1
-        after = end + len(text[end:]) - len(text[end:].lstrip(" \t"))
-        if before < 0 or text[before] != "(" or text[after : after + 1] != ")":
-            return None
-        parent = self.parents.get(id(node))
-        if isinstance(parent, ast.ClassDef):
-            return None
-        if isinstance(parent, ast.Call) and node is not parent.func:
-            if text.index("(", self.smap.span(parent.func)[1]) == before:
-                return None
-        return before, after + 1
 
     def _report(self, node: ast.expr | ast.stmt, kept: str) -> None:
         condition = ast.get_source_segment(self.smap.text, node.test)  # type: ignore[union-attr]
@@ -340,26 +301,3 @@ def _blocks(node: ast.AST) -> list[list[ast.stmt]]:
     found += [h.body for h in getattr(node, "handlers", [])]
     return [b for b in found if isinstance(b, list) and b and isinstance(b[0], ast.stmt)]
 
-
-def _drop_helper_imports(planner: _Planner) -> None:
-    """A top-level `from M import <helper>` whose every use the collapse removes is removed
-    with them (what `--keep-compat` added; a linter would flag it unused). An import no guard
-    used before is left alone."""
-    smap, tree = planner.smap, planner.ctx.tree
-    removed = [(cut.start, cut.end) for cut in planner.cuts]
-    if not removed:
-        return
-    uses: dict[str, list[int]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in planner.helpers:
-            uses.setdefault(node.id, []).append(smap.span(node)[0])
-    for stmt in tree.body:
-        if not isinstance(stmt, ast.ImportFrom) or len(stmt.names) != 1 or stmt.names[0].asname:
-            continue
-        found = uses.get(stmt.names[0].name)
-        if not found or not all(any(a <= at < b for a, b in removed) for at in found):
-            continue
-        start, end = smap.span(stmt)
-        if smap.indentation(start) != "" or comment_only_after(smap.text, end) is None:
-            continue  # shares its line with other code
-        planner.cuts.append(Cut(start, planner._next_line(end)))
