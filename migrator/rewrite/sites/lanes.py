@@ -248,3 +248,29 @@ def conditional_chain(
         out.edit(start, end, lane.expression(node, old_lane(ctx, name), resolution.new))
         out.helper_uses.append(start)
         out.report(F.moved("attribute", resolution), start)
+
+
+def conditional_alias(
+    lane: Lanes, out: SiteOutput, node: ast.Attribute, paths: tuple[str, str], new: str
+) -> None:
+    """`m.old_name` through a local name `m` for the module `paths[0]` (the chain naming
+    `paths[1]`), renamed below `m` after VERSION to `new`: a conditional expression of the
+    chain as VERSION spells it below `m` and `new`. `m` must name a module VERSION has
+    below the same path, else the chain is reported."""
+    ctx = lane.ctx
+    bound, full = paths
+    start, end = ctx.smap.span(node)
+    written = ctx.smap.text[start:end]
+    head = written.partition(".")[0]
+    old_bound, old_full = old_lane(ctx, bound), old_lane(ctx, full)
+    resolution = ctx.resolver.resolve(full)
+    version = ctx.options.keep_compat or ""
+    if not old_full.startswith(old_bound + ".") or not isinstance(node.ctx, ast.Load):
+        out.report(lane_conflict(full, resolution.new, "attribute", version), start)
+    elif not lane.ready:
+        out.report(lane.not_ready(written, "attribute"), start)
+    else:
+        old = head + old_full[len(old_bound):]
+        out.edit(start, end, lane.expression(node, old, new))
+        out.helper_uses.append(start)
+        out.report(F.moved("attribute", resolution, old=written, new=new), start)
