@@ -99,3 +99,29 @@ def test_keep_compat_is_settled_check_clean_and_dropped_to_a_plain_migrate(
             problems.append(f"{where}: check finds {stale[:3]} ({len(stale)} in all)")
     assert not problems, "\n".join(problems)
     assert lanes, "no dual lane was written: the sample proves nothing"
+
+
+@pytest.mark.parametrize("pack_name", sorted(rules.bundled()))
+def test_try_style_over_one_step_is_settled_and_dropped_to_a_plain_migrate(
+    pack_name: str,
+) -> None:
+    """`--compat-style try` across one step (what `--drop-compat` collapses a try pair for:
+    the old path moved in the first step after VERSION)."""
+    pack = rules.load_pack(pack_name)
+    versions = [step.version for step in pack.steps]
+    pairs = list(zip(versions, versions[1:], strict=False))
+    problems = []
+    tries = 0
+    for start, end in random.Random(20).sample(pairs, min(3, len(pairs))):
+        where = f"--from {start} --to {end}"
+        source = _module_for(pack, start, end)
+        keep = {"keep_compat": start, "compat_style": "try", "version_helper_module": "h"}
+        kept, _ = _engine(pack, start, end, **keep).transform_python(source, None)
+        tries += kept.count("except ImportError:")
+        if _engine(pack, start, end, **keep).transform_python(kept, None)[0] != kept:
+            problems.append(f"{where}: a second run changes the file")
+        dropped = _engine(pack, start, end, drop_compat=start).transform_python(kept, None)[0]
+        if dropped != _engine(pack, start, end).transform_python(source, None)[0]:
+            problems.append(f"{where}: --drop-compat differs from a plain migrate")
+    assert not problems, "\n".join(problems)
+    assert tries, "no try block was written: the sample proves nothing"

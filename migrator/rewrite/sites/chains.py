@@ -44,7 +44,7 @@ def rewrite_chains(ctx: SiteContext, protected: Protected) -> SiteEdits:
             out.report(F.needs_human("attribute", message, old=name), start)
             continue
         if lanes.splits(ctx, name):
-            lanes.conditional_chain(lanes.Lanes(ctx), out, node, resolution)
+            lanes.conditional_chain(lanes.lanes_of(ctx), out, node, resolution)
             continue
         finding = ctx.at(F.moved("attribute", resolution), start)
         symbols = [hit for hit in resolution.hits if hit.kind == "symbol"]
@@ -93,7 +93,7 @@ def _alias_chain(
     if below and not crossed and ctx.smap.text[start:end] == name:
         new = head + resolution.new[len(binding.new) :]
         if new != name and lanes.splits(ctx, full):  # VERSION still needs its own spelling
-            lanes.conditional_alias(lanes.Lanes(ctx), out, node, (bound, full), new)
+            lanes.conditional_alias(lanes.lanes_of(ctx), out, node, (bound, full), new)
         elif new != name:
             out.findings.append(ctx.at(F.moved("attribute", resolution, old=name, new=new), start))
             out.edit(start, end, new)

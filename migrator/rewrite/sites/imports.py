@@ -68,7 +68,7 @@ def _dual_lane(
     old = segment if capped is None else (_rewritten(ctx, capped, segment, indent) or (segment,))[0]
     if old == new:
         return findings
-    lane = lanes.Lanes(ctx)
+    lane = lanes.lanes_of(ctx)
     shown = segment.split(ctx.newline)[0]
     if indent is None or comment_only_after(ctx.smap.text, end) is None:
         message = (

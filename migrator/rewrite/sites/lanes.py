@@ -40,6 +40,8 @@ from rules import is_dotted, version_key
 _OLD: weakref.WeakKeyDictionary[Resolver, dict[str, Resolver | None]] = (
     weakref.WeakKeyDictionary()
 )
+# The `Lanes` of the module rewritten last (`lanes_of`).
+_LAST: list[Lanes] = []
 # Where a conditional expression needs no parentheses of its own: the whole of an argument,
 # a value assigned or returned, an element of a display.
 _BARE_PARENTS = (ast.keyword, ast.Assign, ast.AnnAssign, ast.Return, ast.List, ast.Tuple,
@@ -153,6 +155,15 @@ class Lanes:
     def _parents(self) -> dict[int, ast.AST]:
         return {id(child): node for node in ast.walk(self.ctx.tree)
                 for child in ast.iter_child_nodes(node)}
+
+
+def lanes_of(ctx: SiteContext) -> Lanes:
+    """The `Lanes` of the module: one per module, so its parent map is built once (the
+    rewriters of a module run one after the other, in one process)."""
+    if _LAST and _LAST[0].ctx is ctx:
+        return _LAST[0]
+    _LAST[:] = [Lanes(ctx)]
+    return _LAST[0]
 
 
 def helper_module(ctx: SiteContext) -> str | None:

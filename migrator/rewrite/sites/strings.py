@@ -26,7 +26,7 @@ _OPEN_PREFIX = re.compile(rf"(?<![A-Za-z0-9_.])({T.IDENT}(?:\.{T.IDENT})*)\.(?:\
 
 def rewrite_strings(ctx: SiteContext, protected: Protected) -> SiteEdits:
     out = SiteOutput(ctx)
-    lane = lanes.Lanes(ctx) if ctx.options.keep_compat is not None else None
+    lane = lanes.lanes_of(ctx) if ctx.options.keep_compat is not None else None
     for node in ctx.sites.strings:
         docstring = id(node) in ctx.sites.docstrings
         if (docstring and not ctx.options.comments) or protected.keeps(node):
