@@ -341,3 +341,39 @@ def test_config_and_pack_keys(tmp_path: Path) -> None:
     assert rules.load_pack("vllm").version_helper == "vllm_ascend.utils"
     with pytest.raises(rules.RulesError, match="version-helper"):
         rules.parse({**TABLE, "pack": {**TABLE["pack"], "version-helper": "not dotted!"}})
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_multi_line_statements_tabs_and_line_breaks_are_kept_in_both_lanes(newline: str) -> None:
+    source = d("""\
+        import os
+        from vllm.utils import (  # keep
+            cdiv,  # one
+            get_open_port,
+        )
+        if os.name:
+        \tfrom vllm.utils import \\
+        \t    cdiv as c2
+        """).replace("\n", newline)
+    new, _ = keep(source)
+    assert new == d("""\
+        import os
+        from vllm_ascend.utils import vllm_version_is
+        if vllm_version_is("0.11.0"):
+            from vllm.utils import (  # keep
+                cdiv,  # one
+                get_open_port,
+            )
+        else:
+            from vllm.utils.math_utils import (  # keep
+                cdiv,  # one
+            )
+            from vllm.utils.network_utils import get_open_port
+        if os.name:
+        \tif vllm_version_is("0.11.0"):
+        \t\tfrom vllm.utils import \\
+        \t\t    cdiv as c2
+        \telse:
+        \t\tfrom vllm.utils.math_utils import \\
+        \t\t    cdiv as c2
+        """).replace("\n", newline)
