@@ -60,7 +60,15 @@ def parse(raw: Mapping[str, Any], source: str = "<table>") -> Pack:
         raise RulesError(f"{source}: missing [pack] table")
     _only_keys(
         meta,
-        {"name", "description", "packages", "shims-env", "shims-from", "default-from"},
+        {
+            "name",
+            "description",
+            "packages",
+            "shims-env",
+            "shims-from",
+            "default-from",
+            "version-helper",
+        },
         f"{source}: [pack]",
     )
     name = _str(meta, "name", f"{source}: [pack]")
@@ -82,9 +90,19 @@ def parse(raw: Mapping[str, Any], source: str = "<table>") -> Pack:
         shims_env=str(meta.get("shims-env", "")),
         shims_from=_pack_version(meta, "shims-from", source),
         default_from=_pack_version(meta, "default-from", source),
+        version_helper=_helper_module(meta, source),
     )
     validate(pack)
     return pack
+
+
+def _helper_module(meta: Mapping[str, Any], source: str) -> str:
+    """`[pack] version-helper`: the module that defines the version helper; "" when absent."""
+    value = meta.get("version-helper", "")
+    if not isinstance(value, str) or (value and not is_dotted(value)):
+        raise RulesError(f"{source}: [pack] version-helper must be a dotted module name, "
+                         f"got {value!r}")
+    return value
 
 
 def _pack_version(meta: Mapping[str, Any], key: str, source: str) -> str:

@@ -137,6 +137,9 @@ class Pack:
     # `[pack] default-from`: the baseline (`--from`) of a run that names none and whose project
     # pins no release; "" applies every step.
     default_from: str = ""
+    # `[pack] version-helper`: the module plugins of this library import their version helper
+    # from (`vam migrate --keep-compat` adds that import); "" when the pack names none.
+    version_helper: str = ""
 
     def step(self, version: str) -> Step:
         for step in self.steps:

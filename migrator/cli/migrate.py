@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import textwrap
 import time
+from dataclasses import replace
 
 import click
 
@@ -55,6 +56,7 @@ _WORKERS = "Worker processes. [default: number of CPUs]"
     help="Collapse every compatibility block guarded for VERSION or older to its newer "
     "branch (support for VERSION is dropped).",
 )
+@opt.keep_compat
 @opt.version_guards
 @opt.release_pins
 @opt.quiet("Print only diffs and problems, no summary.")
@@ -71,6 +73,8 @@ def migrate(
     exclude: tuple[str, ...],
     no_comments: bool,
     drop_compat: str | None,
+    keep_compat: str | None,
+    compat_style: str | None,
     version_guard: tuple[str, ...],
     ignore_release_pins: bool,
     quiet: bool,
@@ -90,6 +94,7 @@ def migrate(
       vam migrate --check .            CI: exit 1 if anything is stale
       vam migrate --rules my_table.toml --from 0.12.0 src/
       vam migrate --rules vllm --drop-compat 0.11.0 .   also drop vLLM 0.11.0 support
+      vam migrate --rules vllm --keep-compat 0.13.0 .   dual lane: 0.13.0 and the newest
       vam migrate - --stdin-filename pkg/mod.py < mod.py   migrated text on stdout
 
     Exit status: 0 done (or nothing to do), 1 with --check when files would change, or when
@@ -100,6 +105,7 @@ def migrate(
     run = setup(() if from_stdin else paths, rules_name, from_version, to_version, quiet)
     dry_run = diff or check
     options = _options(run, no_comments, drop_compat, version_guard, ignore_release_pins)
+    options = _lanes(run, options, keep_compat, compat_style)
     if from_stdin:
         _migrate_stdin(stdin_filename, run.job(options, write=False, keep_new=True), diff, check,
                        quiet)
@@ -132,6 +138,25 @@ def _options(
         drop_compat=drop_compat,
         default_floor=run.default_floor,
         release_pins=not ignore_release_pins,
+    )
+
+
+def _lanes(run: Setup, options: Options, keep: str | None, style: str | None) -> Options:
+    """`options` with `--keep-compat` and `--compat-style`; UsageFailure for a bad mix."""
+    problem = opt.compat_problem(keep, options.drop_compat, style, options.version_guards)
+    if problem:
+        raise UsageFailure(problem)
+    if keep is None:
+        return options
+    try:
+        version_key(keep)
+    except RulesError:
+        raise UsageFailure(f"--keep-compat {keep!r}: not a version") from None
+    return replace(
+        options,
+        keep_compat=keep,
+        compat_style=style or "if",
+        version_helper_module=run.config.version_helper_module,
     )
 
 
@@ -202,6 +227,12 @@ _CHECK_HELP = (
 @opt.jobs(_WORKERS)
 @opt.exclude("Skip matching files (repeatable).")
 @opt.no_comments("Ignore comments and docstrings.")
+@click.option(
+    "--keep-compat",
+    metavar="VERSION",
+    help="As for `vam migrate`: the old paths a text file keeps for VERSION are not stale "
+    "(VAM013).",
+)
 @opt.version_guards
 @opt.release_pins
 @opt.quiet("Print findings only, no summary line.")
@@ -219,6 +250,7 @@ def check(
     jobs: int | None,
     exclude: tuple[str, ...],
     no_comments: bool,
+    keep_compat: str | None,
     version_guard: tuple[str, ...],
     ignore_release_pins: bool,
 ) -> None:
@@ -232,6 +264,7 @@ def check(
         default_floor=run.default_floor,
         release_pins=not ignore_release_pins,
     )
+    options = _lanes(run, options, keep_compat, None)
     job = run.job(options, write=False, keep_new=False)
     if from_stdin:
         results = [process_stdin(stdin_filename, job)[1]]

@@ -86,6 +86,48 @@ def version_guards(f: _F) -> _F:
     )(f)
 
 
+def keep_compat(f: _F) -> _F:
+    """`--keep-compat VERSION` and `--compat-style if|try` (parameters `keep_compat`,
+    `compat_style`; None when not given)."""
+    keep = click.option(
+        "--keep-compat",
+        metavar="VERSION",
+        help="Keep VERSION and older working: write each moved import as a dual-lane block "
+        '(`if vllm_version_is("VERSION"): <old import> else: <new import>`, the first '
+        "--version-guard; its import is added from [tool.vam] version-helper-module, else the "
+        "pack's version-helper) and moved strings and chains as conditional expressions. "
+        "`--drop-compat VERSION` later removes the old lane.",
+    )
+    style = click.option(
+        "--compat-style",
+        type=click.Choice(["if", "try"]),
+        help="With --keep-compat: `if` (the version helper) or `try` (try the new import, "
+        "except ImportError the old one; strings and chains still use the helper). "
+        "[default: if]",
+    )
+    return keep(style(f))
+
+
+def compat_problem(
+    keep: str | None, drop: str | None, style: str | None, guards: tuple[str, ...]
+) -> str | None:
+    """What is wrong with `--keep-compat`/`--drop-compat`/`--compat-style` together (None:
+    nothing)."""
+    from migrator.core.settings import COMPARISONS
+
+    if keep is not None and drop is not None:
+        return "--keep-compat and --drop-compat cannot be combined: run them one after the other"
+    if style is not None and keep is None:
+        return "--compat-style needs --keep-compat VERSION"
+    if keep is not None and COMPARISONS[guards[0].rpartition("_")[2]] in ("<", ">="):
+        return (
+            f"--keep-compat needs a version helper that is true on VERSION and older (_is, "
+            f"_eq, _le) or only after it (_gt); {guards[0]!r} (the first --version-guard) "
+            "is neither"
+        )
+    return None
+
+
 def release_pins(f: _F) -> _F:
     """`--ignore-release-pins` (parameter `ignore_release_pins`)."""
     return click.option(

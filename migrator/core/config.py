@@ -1,8 +1,8 @@
 """`[tool.vam]` settings from the nearest `pyproject.toml`, with ruff/black's line length.
 
 Keys mirror the CLI flags one to one (ruff's convention): `rules`, `from`, `to`, `exclude`,
-`line-length`, `text-files`, `comments`, `version-guards`. Flags given on the command line
-win.
+`line-length`, `text-files`, `comments`, `version-guards`, `version-helper-module`. Flags
+given on the command line win.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ KEYS = (
     "text-files",
     "comments",
     "version-guards",
+    "version-helper-module",
 )
 # Sub-tables other commands read (`vam verify-imports`).
 SUBTABLES = ("verify-imports",)
@@ -50,6 +51,8 @@ class Config:
     text_files: tuple[str, ...] = DEFAULT_TEXT_GLOBS
     comments: bool = True
     version_guards: tuple[str, ...] = DEFAULT_VERSION_GUARDS
+    # Where `migrate --keep-compat` imports the version helper from (None: the pack's).
+    version_helper_module: str | None = None
     source: Path | None = None
 
 
@@ -97,6 +100,7 @@ def load_config(start: Path) -> Config:
         text_files=_text_files(section, path),
         comments=_typed(section, "comments", bool, path, True),
         version_guards=_version_guards(section, path),
+        version_helper_module=_helper_module(section, path),
         source=path,
     )
 
@@ -199,3 +203,12 @@ def _version_guards(section: dict[str, Any], path: Path) -> tuple[str, ...]:
         if problem:
             raise ConfigError(f"{path}: [tool.vam] version-guards: {name!r}: {problem}")
     return tuple(names)
+
+
+def _helper_module(section: dict[str, Any], path: Path) -> str | None:
+    value = _typed(section, "version-helper-module", str, path, None)
+    if value is not None and not all(part.isidentifier() for part in value.split(".")):
+        raise ConfigError(
+            f"{path}: [tool.vam] version-helper-module: {value!r} is not a dotted module name"
+        )
+    return value

@@ -21,6 +21,7 @@ OLD_FIRST = "VAM008"  # warning: try imports the old path, except ImportError th
 BEFORE_BASELINE = "VAM009"  # info: a name only steps up to the pack's default-from know
 HELD_BY_PIN = "VAM010"  # info: a rewrite past the release a text file pins, not made
 PIN_LEFT_BEHIND = "VAM012"  # info: a file rewritten past the release it pins (its baseline)
+KEPT_LANE = "VAM013"  # info: --keep-compat keeps a text file's old path (a text cannot branch)
 RECORD = "VAM011"  # info: a reference in a traceback (a record of what ran), kept
 RECORD_WHERE = "in a traceback, a record of what ran"
 SYNTAX_ERROR = "VAM901"

@@ -32,6 +32,12 @@ class Options:
     `default_floor`, the pack's `default-from` when it is the run's baseline, has the names
     only the steps up to it know reported (VAM009), not rewritten. `release_pins` False
     rewrites text files that pin a release past it (VAM010 otherwise).
+    `keep_compat`, a version, writes each moved import in dual-lane form instead of replacing
+    it: the path of that version and older under the first of `version_guards`, the new one
+    for later releases (`migrator.rewrite.sites.lanes`); `compat_style` "if" (the version
+    helper) or "try" (`try` the new import, `except ImportError` the old one);
+    `version_helper_module` is where the helper's import is taken from when a module does not
+    bind it (None: the pack's `version-helper`; neither: such a module is reported).
     """
 
     comments: bool = True
@@ -41,3 +47,6 @@ class Options:
     drop_compat: str | None = None
     default_floor: str | None = None
     release_pins: bool = True
+    keep_compat: str | None = None
+    compat_style: str = "if"
+    version_helper_module: str | None = None

@@ -33,7 +33,7 @@ from migrator.core.walk import NotRegularFile, read_regular
 from migrator.rewrite import stream
 from migrator.rewrite import text as T
 from migrator.rewrite.documents import rewrite_markdown, rewrite_notebook
-from migrator.rewrite.held import BelowBaseline, held_by_pin, pin_left_behind, pin_past
+from migrator.rewrite.held import BelowBaseline, held_by_pin, pin_left_behind, text_pin
 from migrator.rewrite.pysource import PythonRewriter
 from migrator.rewrite.rst import rewrite_rst
 from migrator.rewrite.snippets import rewrite_snippet
@@ -274,11 +274,7 @@ class Engine:
         if T.ignores_file(text):
             return result
         suffix = source.path.suffix.lower()
-        pin = (
-            pin_past(text, self.resolver, self._distributions)
-            if self.options.release_pins
-            else None
-        )
+        pin = text_pin(text, self.resolver, self._distributions, self.options)
         if pin is None:
             new_text, findings = self.rewrite_document(text, suffix)
             if self.options.release_pins:

@@ -1,7 +1,8 @@
 """References a run finds but does not rewrite, for want of evidence of the release the code is
 written for: names only the steps before the pack's default baseline know (VAM009), and
 rewrites past the release a text file pins (VAM010); and the pin of a file that is rewritten
-past it, the run's own baseline (VAM012)."""
+past it, the run's own baseline (VAM012); and what a text file keeps for `--keep-compat`
+(VAM013): a text cannot branch."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import replace
 from migrator.core import findings as F
 from migrator.core.release_pins import ReleasePin, release_pin
 from migrator.core.resolver import Resolver
+from migrator.core.settings import Options
 from migrator.rewrite.textfile import rewrite_text
 from rules import version_key
 
@@ -65,7 +67,8 @@ class BelowBaseline:
 
 
 def held_by_pin(later: list[F.Finding], made: list[F.Finding], pin: ReleasePin) -> list[F.Finding]:
-    """VAM010 for each reference in `later` (what the whole run would still do to a pinned
+    """VAM010 (VAM013 for `--keep-compat`'s VERSION, a pin on line 0) for each reference in
+    `later` (what the whole run would still do to a pinned
     file's text once taken up to its pin) that `made` (what check mode reported up to the pin,
     on the same text) does not already cover at the same place."""
     seen = {(f.line, f.col) for f in made}
@@ -74,6 +77,14 @@ def held_by_pin(later: list[F.Finding], made: list[F.Finding], pin: ReleasePin) 
         if finding.code not in (F.MOVED, F.REMOVED) or (finding.line, finding.col) in seen:
             continue
         step = finding.step.split(",")[0].strip()
+        if not pin.line:  # --keep-compat's VERSION, not a pin
+            message = (
+                f"'{finding.old}' kept: a text cannot hold two lanes and --keep-compat "
+                f"{pin.version} keeps releases without '{finding.new}' (moved in {step}); pin a "
+                "release that has it, or run --drop-compat later"
+            )
+            out.append(replace(finding, code=F.KEPT_LANE, message=message))
+            continue
         where = f"{pin.distribution} {pin.version}, pinned at line {pin.line},"
         if finding.code == F.MOVED:
             fate = f"{where} does not have '{finding.new}' (moved in {step})"
@@ -82,6 +93,20 @@ def held_by_pin(later: list[F.Finding], made: list[F.Finding], pin: ReleasePin) 
         message = f"'{finding.old}' kept: {fate}; --ignore-release-pins rewrites it"
         out.append(replace(finding, code=F.HELD_BY_PIN, message=message))
     return out
+
+
+def text_pin(
+    text: str, resolver: Resolver, distributions: tuple[str, ...], options: Options
+) -> ReleasePin | None:
+    """The release a text file is taken only up to: the one it pins (`pin_past`, unless
+    `release_pins` is off), else `--keep-compat`'s VERSION as a pin on line 0 - a text has
+    no branches, so the old lane wins until the file pins a release with the new path."""
+    pin = pin_past(text, resolver, distributions) if options.release_pins else None
+    keep = options.keep_compat
+    if pin is not None or keep is None or release_pin(text, distributions) is not None:
+        return pin
+    last = resolver.steps[-1].release if resolver.steps else None
+    return ReleasePin(keep, 0, "") if last and version_key(keep) < version_key(last) else None
 
 
 def pin_past(text: str, resolver: Resolver, distributions: tuple[str, ...]) -> ReleasePin | None:

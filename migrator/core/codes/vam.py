@@ -254,6 +254,26 @@ VAM_CODES: tuple[Code, ...] = (
         good="image: quay.io/ascend/vllm-ascend:v0.14.0-a3",
     ),
     Code(
+        "VAM013", INFO, "old path kept in a text file for --keep-compat",
+        means=(
+            "`vam migrate --keep-compat VERSION` writes Python in dual-lane form, but a text "
+            "file (YAML, shell, a Dockerfile, Markdown) cannot branch: one that pins no release "
+            "is migrated only up to VERSION, and a path a later step would write is kept and "
+            "reported. A file that pins a release is migrated up to that release (VAM010)."
+        ),
+        why=(
+            "The file may still run on VERSION, which does not have the new path. Info only: "
+            "no effect on the exit code."
+        ),
+        fix=(
+            "Pin the release the file runs (an image tag, a `vllm==` line) once it has the new "
+            "path, or take it there with `vam migrate --drop-compat VERSION` when VERSION's "
+            "support is dropped."
+        ),
+        bad="run: python -m vllm.utils.get_open_port   # with --keep-compat 0.11.0",
+        good="(kept as it is until 0.11.0's support is dropped)",
+    ),
+    Code(
         "VAM901", ERROR, "Python file that does not parse",
         means=(
             "A .py or .pyi file is not valid Python for the parser, so its imports cannot be "

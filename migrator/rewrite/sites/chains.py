@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 
 from migrator.core import findings as F
+from migrator.rewrite.sites import lanes
 from migrator.rewrite.sites.context import (
     Edit,
     HeldChain,
@@ -17,7 +18,6 @@ from migrator.rewrite.sites.context import (
     SiteContext,
     SiteEdits,
     SiteOutput,
-    Span,
 )
 
 
@@ -29,7 +29,7 @@ def rewrite_chains(ctx: SiteContext, protected: Protected) -> SiteEdits:
             continue
         head = name.partition(".")[0]
         if head not in ctx.resolver.packages:
-            _alias_chain(ctx, out, protected, (start, end), name)
+            _alias_chain(ctx, out, protected, node, name)
             continue
         resolution = ctx.resolver.resolve(name)
         if resolution.removed:
@@ -42,6 +42,9 @@ def rewrite_chains(ctx: SiteContext, protected: Protected) -> SiteEdits:
                 f"'{resolution.new}' ({F.steps_of(resolution)})"
             )
             out.report(F.needs_human("attribute", message, old=name), start)
+            continue
+        if lanes.splits(ctx, name):
+            lanes.conditional_chain(lanes.lanes_of(ctx), out, node, resolution)
             continue
         finding = ctx.at(F.moved("attribute", resolution), start)
         symbols = [hit for hit in resolution.hits if hit.kind == "symbol"]
@@ -57,7 +60,7 @@ def rewrite_chains(ctx: SiteContext, protected: Protected) -> SiteEdits:
 
 
 def _alias_chain(
-    ctx: SiteContext, out: SiteOutput, protected: Protected, span: Span, name: str
+    ctx: SiteContext, out: SiteOutput, protected: Protected, node: ast.Attribute, name: str
 ) -> None:
     """`m.sub.Name` where `m` is a local name for a module of the table.
 
@@ -67,7 +70,7 @@ def _alias_chain(
     what the whole name's new path has below it. A name that left `m`'s module for another
     one needs another import: reported for a human.
     """
-    start, end = span
+    start, end = ctx.smap.span(node)
     head = name.partition(".")[0]
     bound = ctx.aliases[head]
     if not ctx.resolver.is_ours(bound):
@@ -89,7 +92,9 @@ def _alias_chain(
     below = resolution.new.startswith(binding.new + ".")
     if below and not crossed and ctx.smap.text[start:end] == name:
         new = head + resolution.new[len(binding.new) :]
-        if new != name:
+        if new != name and lanes.splits(ctx, full):  # VERSION still needs its own spelling
+            lanes.conditional_alias(lanes.lanes_of(ctx), out, node, (bound, full), new)
+        elif new != name:
             out.findings.append(ctx.at(F.moved("attribute", resolution, old=name, new=new), start))
             out.edit(start, end, new)
         return

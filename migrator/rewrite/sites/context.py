@@ -104,11 +104,13 @@ class Edit(NamedTuple):
 @dataclass(frozen=True)
 class SiteEdits:
     """What one rewriter returns: its edits and findings (positioned), in the order it made
-    them, and its held chains."""
+    them, its held chains, and the offsets where its edits call the version helper
+    (`--keep-compat`: phase 3 adds the helper's import if the module lacks it)."""
 
     edits: tuple[Edit, ...] = ()
     findings: tuple[F.Finding, ...] = ()
     held: tuple[HeldChain, ...] = ()
+    helper_uses: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,7 @@ class SiteOutput:
     edits: list[Edit] = field(default_factory=list)
     findings: list[F.Finding] = field(default_factory=list)
     held: list[HeldChain] = field(default_factory=list)
+    helper_uses: list[int] = field(default_factory=list)
 
     def edit(self, start: int, end: int, new: str) -> None:
         self.edits.append(Edit(start, end, new))
@@ -139,7 +142,9 @@ class SiteOutput:
         self.findings.append(self.ctx.at(finding, offset))
 
     def done(self) -> SiteEdits:
-        return SiteEdits(tuple(self.edits), tuple(self.findings), tuple(self.held))
+        return SiteEdits(
+            tuple(self.edits), tuple(self.findings), tuple(self.held), tuple(self.helper_uses)
+        )
 
 
 # A site rewriter (phase 2): the edits and findings of one kind of site.

@@ -26,6 +26,7 @@ from types import MappingProxyType
 from migrator.core import findings as F
 from migrator.rewrite.sites.bindings import bindings, catches_import_error
 from migrator.rewrite.sites.context import SiteContext, overlaps
+from migrator.rewrite.sites.dropped import expression_cuts, helper_import_cuts
 from migrator.rewrite.sites.plan import Cut, DropPlan
 from migrator.rewrite.sites.versions import Floor, decide, mentions_decided_guard
 
@@ -66,6 +67,9 @@ class _Planner:
         self.dedent: dict[int, int] = {}
         self.findings: list[F.Finding] = []
         self.helpers = ctx.options.version_guards
+        self.parents = {
+            id(child): node for node in ast.walk(ctx.tree) for child in ast.iter_child_nodes(node)
+        }
 
     def run(self) -> None:
         chains: dict[int, _Chain] = {}
@@ -91,6 +95,8 @@ class _Planner:
                 self._emit_expression(node)
             elif isinstance(node, ast.Try):
                 self._emit_try(node)
+        removed = [(cut.start, cut.end) for cut in self.cuts]
+        self.cuts += helper_import_cuts(self.smap, self.ctx.tree, self.helpers, removed)
 
     def _chain(self, head: ast.If) -> _Chain:
         arms = [head]
@@ -245,20 +251,7 @@ class _Planner:
         value = decide(node.test, self.helpers, self.floor)
         if value is None:
             return
-        text = self.smap.text
-        start, end = self.smap.span(node)
-        if value:  # keep the body, with the parentheses around it
-            opened = text[start : self.smap.span(node.body)[0]].count("(")
-            cut = self.smap.span(node.body)[1]
-            for _ in range(opened):
-                cut = text.index(")", cut) + 1
-            self._cut(Cut(cut, end))
-        else:  # keep the orelse side, with the parentheses around it
-            closed = text[self.smap.span(node.orelse)[1] : end].count(")")
-            cut = self.smap.span(node.orelse)[0]
-            for _ in range(closed):
-                cut = text.rindex("(", start, cut)
-            self._cut(Cut(start, cut))
+        self.cuts += expression_cuts(self.smap, self.parents, node, value)
         self._report(node, "its live side")
 
     def _report(self, node: ast.expr | ast.stmt, kept: str) -> None:
@@ -307,3 +300,4 @@ def _blocks(node: ast.AST) -> list[list[ast.stmt]]:
     found = [getattr(node, name, None) for name in ("body", "orelse", "finalbody")]
     found += [h.body for h in getattr(node, "handlers", [])]
     return [b for b in found if isinstance(b, list) and b and isinstance(b[0], ast.stmt)]
+

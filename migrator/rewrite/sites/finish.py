@@ -1,4 +1,5 @@
-"""Phase 3: the imports held chains need, `--drop-compat`'s collapse, and the edits applied.
+"""Phase 3: the imports held chains and `--keep-compat`'s lanes need, `--drop-compat`'s
+collapse, and the edits applied.
 
 Edits are spans of the original text, applied once, so bytes outside them never change.
 """
@@ -20,6 +21,7 @@ from migrator.rewrite.sites.context import (
     SiteContext,
     SiteEdits,
 )
+from migrator.rewrite.sites.lanes import helper_import
 
 
 def finish(
@@ -35,6 +37,9 @@ def finish(
     added = add_imports(ctx, [chain for result in results for chain in result.held])
     edits += added.edits
     findings += added.findings
+    helper = helper_import(ctx, [use for result in results for use in result.helper_uses])
+    if helper is not None:  # first: it may go where a block that calls the helper starts
+        edits.insert(0, helper)
     if protected.drops is not None:
         edits = collapse(ctx, protected.drops, edits)
     return apply_edits(ctx.smap.text, edits), sorted(findings, key=lambda f: (f.line, f.col))
@@ -46,7 +51,8 @@ def apply_edits(text: str, edits: Sequence[Edit]) -> str:
     Precedence when edits overlap (none is expected: each rewriter claims its own kind of
     site and all skip what phase 1 protects; this keeps a mistake from corrupting the
     text): edits are taken in order of their start, and at one
-    start in the order `finish` lists them - the rewriters in `SITE_REWRITERS` order, then
+    start in the order `finish` lists them - the version helper's import (`--keep-compat`),
+    the rewriters in `SITE_REWRITERS` order, then
     the held chains and the imports phase 3 adds, then `--drop-compat`'s cuts and
     re-indents. An edit that starts before the end of the last one taken is dropped whole;
     an insertion (an empty span) blocks nothing.

@@ -14,6 +14,7 @@ import re
 from migrator.core import findings as F
 from migrator.core.resolver import Resolver
 from migrator.rewrite import text as T
+from migrator.rewrite.sites import lanes
 from migrator.rewrite.sites.context import Protected, SiteContext, SiteEdits, SiteOutput
 from migrator.rewrite.sites.textual import import_line_rewriter, rewrite_text
 from rules import is_under
@@ -25,9 +26,12 @@ _OPEN_PREFIX = re.compile(rf"(?<![A-Za-z0-9_.])({T.IDENT}(?:\.{T.IDENT})*)\.(?:\
 
 def rewrite_strings(ctx: SiteContext, protected: Protected) -> SiteEdits:
     out = SiteOutput(ctx)
+    lane = lanes.lanes_of(ctx) if ctx.options.keep_compat is not None else None
     for node in ctx.sites.strings:
         docstring = id(node) in ctx.sites.docstrings
         if (docstring and not ctx.options.comments) or protected.keeps(node):
+            continue
+        if lane and not docstring and lanes.conditional_string(lane, protected, out, node):
             continue
         start, end = ctx.smap.span(node)
         kind = "docstring" if docstring else "string"

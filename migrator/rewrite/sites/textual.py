@@ -12,6 +12,7 @@ from migrator.rewrite import text as T
 from migrator.rewrite.comment_imports import ImportLineRewriter
 from migrator.rewrite.import_plan import ImportContext, judge_import_line
 from migrator.rewrite.records import traceback_lines
+from migrator.rewrite.sites import lanes
 from migrator.rewrite.sites.context import Protected, SiteContext, SiteOutput
 
 
@@ -38,6 +39,11 @@ def rewrite_text(
             continue
         if any(a <= edit.start < b for a, b in records):
             out.report(F.kept(edit, F.RECORD, F.RECORD_WHERE, kind), at)
+            continue
+        if kind == "string" and edit.fixable and lanes.splits(ctx, edit.resolution.name):
+            # Part of a longer string: no conditional expression can carry both lanes.
+            version = ctx.options.keep_compat or ""
+            out.report(lanes.lane_conflict(edit.old, edit.new, kind, version), at)
             continue
         out.report(F.text_finding(edit, kind), at)
         if edit.fixable:
