@@ -47,10 +47,11 @@ def _check_apart(packs: Sequence[Pack]) -> None:
         for a in first.packages:
             for b in second.packages:
                 if is_under(a, b) or is_under(b, a):
+                    shared = f"both cover {a!r}" if a == b else f"{a!r} and {b!r}"
                     raise RulesError(
                         f"--rules: the packs {first.name!r} and {second.name!r} overlap "
-                        f"({a!r} and {b!r}): a name must belong to one table; run them one "
-                        "after the other")
+                        f"({shared}): a name must belong to one table; run them one after "
+                        "the other")
 
 
 def versions_by_pack(flag: str, values: Sequence[str], names: Sequence[str]) -> dict[str, str]:
