@@ -8,7 +8,7 @@ the command prints (exit 2).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import combinations
 from pathlib import Path
 
@@ -87,10 +87,15 @@ def versions_by_pack(flag: str, values: Sequence[str], names: Sequence[str]) -> 
 
 
 def configured_windows(
-    config: Config, names: Sequence[str], explicit: bool
+    config: Config,
+    names: Sequence[str],
+    explicit: bool,
+    flags: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {}),
 ) -> dict[str, tuple[str | None, str | None]]:
     """{pack name: ([tool.vam] from, to)} for the packs of a run. `explicit`: the packs came
-    from `--rules`, so a table may name packs this run leaves out.
+    from `--rules`, so a table may name packs this run leaves out. `flags`: the `--from` and
+    `--to` versions by pack, which win (a bare configured version that no pack would use is
+    no error).
 
     Raises:
         ConfigError: a bare version with several packs, or (packs from the configuration) a
@@ -98,13 +103,13 @@ def configured_windows(
     """
     where = config.source or "pyproject.toml"
     windows = {}
-    for key, bare, table in (("from", config.from_version, config.from_by_pack),
-                             ("to", config.to_version, config.to_by_pack)):
+    for key, bare, table, given in (("from", config.from_version, config.from_by_pack, flags[0]),
+                                    ("to", config.to_version, config.to_by_pack, flags[1])):
         unknown = [pack for pack, _ in table if pack not in names]
         if unknown and not explicit:
             raise ConfigError(f"{where}: [tool.vam] {key}: no pack {unknown[0]!r} in "
                               f"[tool.vam] rules (packs: {', '.join(names)})")
-        if bare is not None and len(names) > 1:
+        if bare is not None and len(names) > 1 and not set(names) <= set(given):
             pairs = ", ".join(f'{n} = "{bare}"' for n in names)
             raise ConfigError(f'{where}: [tool.vam] {key} = "{bare}" with several packs '
                               f"({', '.join(names)}): write {key} = {{ {pairs} }} with each "

@@ -82,7 +82,7 @@ def setup(
         names = tuple(pack.name for pack in packs)
         froms = versions_by_pack("--from", from_versions, names)
         tos = versions_by_pack("--to", to_versions, names)
-        windows = configured_windows(config, names, explicit=rules_name is not None)
+        windows = configured_windows(config, names, rules_name is not None, (froms, tos))
         lanes = []
         for pack in packs:
             given_from, config_from = froms.get(pack.name), windows[pack.name][0]

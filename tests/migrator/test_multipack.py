@@ -102,6 +102,9 @@ def test_a_bare_version_with_several_packs_is_a_usage_error(tree: Path) -> None:
     assert configured.returncode == 2
     assert ('[tool.vam] from = "0.13.0" with several packs (vllm_ascend, vllm): write from = '
             '{ vllm_ascend = "0.13.0", vllm = "0.13.0" }') in configured.stderr
+    # Flags for every pack leave the bare configured version unused: no error.
+    flagged = vam("check", "--from", "vllm_ascend=0.13.0", *VLLM_FROM, str(tree))
+    assert flagged.returncode == 1 and VLLM_OLD in flagged.stdout, flagged.stderr
 
 
 @pytest.mark.parametrize(
