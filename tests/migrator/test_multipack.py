@@ -9,6 +9,10 @@ from pathlib import Path
 
 import pytest
 
+import rules
+from migrator.core.discover import SourceFile
+from migrator.rewrite.engine import Options
+from migrator.rewrite.lanes import Chain, Lane
 from tests.migrator.conftest import vam
 
 ASCEND_OLD = "vllm_ascend.distributed.mooncake_connector"
@@ -175,3 +179,26 @@ def test_configured_packs_and_versions_are_checked(tree: Path, section: str, mes
     (tree / "pyproject.toml").write_text(f"[tool.vam]\n{section}")
     result = vam("check", str(tree))
     assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def _chain(**options: object) -> Chain:
+    lanes = (Lane(rules.load_pack("vllm_ascend")), Lane(rules.load_pack("vllm"), "0.11.0"))
+    return Chain(lanes, Options(**options))  # type: ignore[arg-type]
+
+
+def test_a_later_packs_findings_name_lines_of_the_file_as_read() -> None:
+    # vllm_ascend splits line 1 in two; vllm's removed name stays on line 3 of the file read.
+    data = (b"from vllm_ascend.distributed.utils import align_memory, own_helper\n"
+            b"x = 1\nfrom vllm.config import CompilationLevel\n")
+    result = _chain().process(SourceFile(Path("m.py"), Path("."), "python"), data)
+    assert result.new is not None and result.new.count(b"\n") == 4
+    removed = [f for f in result.findings if f.code == "VAM003"]
+    assert [(f.line, f.pack, f.old) for f in removed] == [
+        (3, "vllm", "vllm.config.CompilationLevel")]
+
+
+def test_a_file_that_does_not_parse_is_reported_once() -> None:
+    data = b"import vllm_ascend.distributed.mooncake_connector\nimport vllm.utils\ndef (:\n"
+    result = _chain(report_only=True).process(SourceFile(Path("m.py"), Path("."), "python"), data)
+    assert result.failed and result.new is None
+    assert [f.code for f in result.findings].count("VAM901") == 1
