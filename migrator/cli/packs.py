@@ -52,6 +52,20 @@ def _check_apart(packs: Sequence[Pack]) -> None:
                         f"--rules: the packs {first.name!r} and {second.name!r} overlap "
                         f"({shared}): a name must belong to one table; run them one after "
                         "the other")
+        for pack, other in ((first, second), (second, first)):
+            _check_writes_own(pack, other)
+
+
+def _check_writes_own(pack: Pack, other: Pack) -> None:
+    """No pack writes a name the other reads: a file goes through the packs in turn, so
+    such a name would be moved again by the next run, or not, by the order given."""
+    for step in pack.steps:
+        for move in step.moves():
+            if any(is_under(move.new, package) for package in other.packages):
+                raise RulesError(
+                    f"--rules: the pack {pack.name!r} moves {move.old!r} to {move.new!r} "
+                    f"({step.version}), a name of the pack {other.name!r}: run them one after "
+                    "the other")
 
 
 def versions_by_pack(flag: str, values: Sequence[str], names: Sequence[str]) -> dict[str, str]:

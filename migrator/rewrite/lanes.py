@@ -4,7 +4,8 @@ turn, the output of one the input of the next.
 A run of `--rules vllm_ascend,vllm` reads each file once and writes it once: the first
 lane's new bytes are what the second lane reads, the findings of both are one list, and the
 diff is from the file as read to what the last lane left. The packs' packages never overlap
-(`migrator.cli.pipeline` refuses such a run), so no lane rewrites what another wrote.
+and no pack moves a name into another's (`migrator.cli.packs` refuses such a run), so no
+lane rewrites what another wrote, and the order of the lanes does not change the result.
 """
 
 from __future__ import annotations

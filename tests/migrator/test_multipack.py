@@ -137,6 +137,15 @@ def test_overlapping_packs_are_a_usage_error(tree: Path, tmp_path: Path) -> None
         "vam: error: --rules: the packs 'vllm' and 'attention' overlap (both cover "
         "'vllm'): a name must belong to one table; run them one after the other"
     ]
+    into = tmp_path / "into.toml"
+    into.write_text(
+        '[pack]\nname = "fork"\ndescription = "moves into vLLM"\npackages = ["fork"]\n\n'
+        '[[step]]\nversion = "1.0"\n\n[[step.module]]\nold = "fork.attn"\nnew = "vllm.attn"\n'
+    )
+    crossing = vam("check", "--rules", f"{into},vllm", str(tree))
+    assert crossing.returncode == 2
+    assert ("the pack 'fork' moves 'fork.attn' to 'vllm.attn' (1.0), a name of the pack "
+            "'vllm'") in crossing.stderr
     twice = vam("check", "--rules", "vllm,vllm", str(tree))
     assert (twice.returncode, twice.stderr) == (
         2, "vam: error: --rules: the pack 'vllm' is given twice\n")
