@@ -211,3 +211,19 @@ def test_a_file_that_does_not_parse_is_reported_once() -> None:
     result = _chain(report_only=True).process(SourceFile(Path("m.py"), Path("."), "python"), data)
     assert result.failed and result.new is None
     assert [f.code for f in result.findings].count("VAM901") == 1
+
+
+def test_verify_imports_suggestions_read_every_configured_pack(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from migrator.verify_imports.moves import MoveTables
+
+    (tmp_path / "fork.toml").write_text(
+        '[pack]\nname = "fork"\ndescription = "a fork\'s own moves"\npackages = ["fork"]\n\n'
+        '[[step]]\nversion = "1.0"\n\n[[step.module]]\nold = "fork.old"\nnew = "fork.new"\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    assert MoveTables({"fork"}, None).answer("fork.old.X", module=False) is None
+    (tmp_path / "pyproject.toml").write_text('[tool.vam]\nrules = ["vllm_ascend", "fork.toml"]\n')
+    answer = MoveTables({"fork", "vllm_ascend"}, None).answer("fork.old.X", module=False)
+    assert answer is not None and (answer.new, answer.steps) == ("fork.new.X", ("1.0",))
