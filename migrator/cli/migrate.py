@@ -36,10 +36,12 @@ _WORKERS = "Worker processes. [default: number of CPUs]"
 @opt.PATHS
 @opt.RULES
 @opt.versions(
-    "Version the code was written for: only later steps apply. [default: [tool.vam] from,"
-    " else the project's vllm-ascend pin, else the installed release, else the table's"
+    "Version the code was written for: only later steps apply. With several packs, "
+    "PACK=VERSION, once per pack. [default: [tool.vam] from, else the project's pin of the "
+    "pack's distribution (vllm-ascend, vllm), else the installed release, else the table's"
     " default-from (0.13.0 for vllm_ascend; earlier names are reported, VAM009)]",
-    "Version to migrate to: later steps are left out. [default: latest step]",
+    "Version to migrate to: later steps are left out. With several packs, PACK=VERSION "
+    "(repeatable). [default: [tool.vam] to, else the latest step]",
 )
 @click.option("--diff", is_flag=True, help="Print a unified diff instead of writing files.")
 @click.option(
@@ -65,8 +67,8 @@ _WORKERS = "Worker processes. [default: number of CPUs]"
 def migrate(
     paths: tuple[str, ...],
     rules_name: str | None,
-    from_version: str | None,
-    to_version: str | None,
+    from_version: tuple[str, ...],
+    to_version: tuple[str, ...],
     diff: bool,
     check: bool,
     jobs: int | None,
@@ -95,6 +97,7 @@ def migrate(
       vam migrate --rules my_table.toml --from 0.12.0 src/
       vam migrate --rules vllm --drop-compat 0.11.0 .   also drop vLLM 0.11.0 support
       vam migrate --rules vllm --keep-compat 0.13.0 .   dual lane: 0.13.0 and the newest
+      vam migrate --rules vllm_ascend,vllm --to vllm=0.13.0 .   both tables, one pass
       vam migrate - --stdin-filename pkg/mod.py < mod.py   migrated text on stdout
 
     Exit status: 0 done (or nothing to do), 1 with --check when files would change, or when
@@ -136,7 +139,6 @@ def _options(
         line_length=run.config.line_length,
         version_guards=opt.guard_names(version_guard, run.config.version_guards),
         drop_compat=drop_compat,
-        default_floor=run.default_floor,
         release_pins=not ignore_release_pins,
     )
 
@@ -241,8 +243,8 @@ _CHECK_HELP = (
 def check(
     paths: tuple[str, ...],
     rules_name: str | None,
-    from_version: str | None,
-    to_version: str | None,
+    from_version: tuple[str, ...],
+    to_version: tuple[str, ...],
     fmt: str,
     quiet: bool,
     verbose: bool,
@@ -261,7 +263,6 @@ def check(
         comments=run.config.comments and not no_comments,
         report_only=True,
         version_guards=opt.guard_names(version_guard, run.config.version_guards),
-        default_floor=run.default_floor,
         release_pins=not ignore_release_pins,
     )
     options = _lanes(run, options, keep_compat, None)
@@ -306,18 +307,23 @@ def explain(name: str, rules_name: str | None) -> None:
     Examples:
       vam explain vllm_ascend.distributed.kvpool.backend.backend.Backend
       vam explain vllm_ascend/distributed/mooncake_connector.py
+      vam explain --rules vllm_ascend,vllm vllm.utils.get_open_port
 
-    Exit status: 0 the name moved, was removed or stays put; 1 the table does not know it.
+    Exit status: 0 the name moved, was removed or stays put; 1 no table knows it.
     """
-    pack = opt.load_rules(rules_name)
-    dotted = as_dotted(name, pack.packages)
-    if not is_dotted(dotted):
-        raise UsageFailure(f"not a dotted name or module path: {name!r}")
-    lines = explain_name(pack, dotted)
-    if not lines:
+    packs = opt.load_rule_packs(rules_name)
+    found = False
+    for pack in packs:
+        dotted = as_dotted(name, pack.packages)
+        if not is_dotted(dotted):
+            raise UsageFailure(f"not a dotted name or module path: {name!r}")
+        lines = explain_name(pack, dotted)
+        if lines:
+            click.echo("\n".join(lines))
+            found = True
+    if not found:
+        tables = " or ".join(f"the {pack.name} table" for pack in packs)
         click.echo(
-            f"{dotted}: not in the {pack.name} table (not moved, not removed, not listed "
-            "as staying put)"
+            f"{dotted}: not in {tables} (not moved, not removed, not listed as staying put)"
         )
         sys.exit(1)
-    click.echo("\n".join(lines))

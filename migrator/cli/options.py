@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
-from migrator.core.config import ConfigError, load_config, version_guard_problem
-from rules import Pack, RulesError, load_pack
+from migrator.cli.packs import load_packs
+from migrator.core.config import ConfigError, version_guard_problem
+from rules import Pack, RulesError
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -33,17 +33,21 @@ def _rules_given(ctx: click.Context, param: click.Parameter, value: str | None) 
 RULES = click.option(
     "--rules",
     "rules_name",
-    metavar="NAME|FILE",
+    metavar="NAME|FILE[,...]",
     callback=_rules_given,
-    help="Rule pack: a bundled name (see `vam rules list`) or a TOML file. "
+    help="Rule pack: a bundled name (see `vam rules list`) or a TOML file; several, "
+    "comma-separated, run together in one pass (`vllm_ascend,vllm`). "
     "[default: vllm_ascend, or [tool.vam] rules]",
 )
 
 
 def versions(from_help: str, to_help: str) -> Callable[[_F], _F]:
-    """`--from VERSION` and `--to VERSION` (parameters `from_version`, `to_version`)."""
-    from_option = click.option("--from", "from_version", metavar="VERSION", help=from_help)
-    to_option = click.option("--to", "to_version", metavar="VERSION", help=to_help)
+    """`--from [PACK=]VERSION` and `--to [PACK=]VERSION`, repeatable (parameters
+    `from_version`, `to_version`: tuples, empty when not given; `migrator.cli.packs`)."""
+    from_option = click.option(
+        "--from", "from_version", metavar="[PACK=]VERSION", multiple=True, help=from_help)
+    to_option = click.option(
+        "--to", "to_version", metavar="[PACK=]VERSION", multiple=True, help=to_help)
     return lambda f: from_option(to_option(f))
 
 
@@ -164,11 +168,25 @@ def output_format(choices: Sequence[str], help: str, dest: str = "fmt") -> Calla
 
 
 def load_rules(rules_name: str | None) -> Pack:
-    """The pack named by `--rules`, else the one [tool.vam] configures for the current folder.
+    """The pack named by `--rules`, else the one [tool.vam] configures for the current folder,
+    for a command that reads one table.
 
-    Raises UsageFailure for an unknown pack, a bad table or a bad configuration.
+    Raises UsageFailure for an unknown pack, a bad table, a bad configuration, or several
+    packs.
     """
+    packs = load_rule_packs(rules_name)
+    if len(packs) > 1:
+        names = ", ".join(p.name for p in packs)
+        where = "--rules names" if rules_name else "[tool.vam] rules lists"
+        raise UsageFailure(f"{where} several packs ({names}); this command reads one: "
+                           "name it with --rules NAME")
+    return packs[0]
+
+
+def load_rule_packs(rules_name: str | None) -> tuple[Pack, ...]:
+    """The packs named by `--rules` (comma-separated), else those [tool.vam] configures for
+    the current folder, in order. Raises UsageFailure as `load_rules` does."""
     try:
-        return load_pack(rules_name or load_config(Path(".")).rules)
+        return load_packs(rules_name)
     except (ConfigError, RulesError) as exc:
         raise UsageFailure(str(exc)) from None

@@ -34,10 +34,11 @@ def rules_list() -> None:
 
 
 @rules.command("show")
-@click.argument("pack_name", metavar="[NAME|FILE]", required=False)
+@click.argument("pack_name", metavar="[NAME|FILE[,...]]", required=False)
 def rules_show(pack_name: str | None) -> None:
-    """Every rule of a pack, step by step (default: the configured pack)."""
-    click.echo(show_pack(opt.load_rules(pack_name)))
+    """Every rule of a pack, step by step (default: the configured packs; several,
+    comma-separated, one after the other)."""
+    click.echo("\n\n".join(show_pack(pack) for pack in opt.load_rule_packs(pack_name)))
 
 
 @rules.command("validate")

@@ -2,7 +2,9 @@
 
 Keys mirror the CLI flags one to one (ruff's convention): `rules`, `from`, `to`, `exclude`,
 `line-length`, `text-files`, `comments`, `version-guards`, `version-helper-module`. Flags
-given on the command line win.
+given on the command line win. `rules` is one pack or a list of packs run together; `from`
+and `to` a version (one pack) or a table of versions by pack name
+(`{ vllm = "0.13.0", vllm_ascend = "0.13.0" }`).
 """
 
 from __future__ import annotations
@@ -43,7 +45,11 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class Config:
-    rules: str = "vllm_ascend"
+    """`rules`: bundled pack names and table paths (relative ones resolved against the
+    pyproject's folder), in the order they apply. `from_version`/`to_version`: the string
+    form; `from_by_pack`/`to_by_pack`: the table form, (pack name, version) pairs."""
+
+    rules: tuple[str, ...] = ("vllm_ascend",)
     from_version: str | None = None
     to_version: str | None = None
     exclude: tuple[str, ...] = ()
@@ -54,6 +60,8 @@ class Config:
     # Where `migrate --keep-compat` imports the version helper from (None: the pack's).
     version_helper_module: str | None = None
     source: Path | None = None
+    from_by_pack: tuple[tuple[str, str], ...] = ()
+    to_by_pack: tuple[tuple[str, str], ...] = ()
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -91,10 +99,14 @@ def load_config(start: Path) -> Config:
         line_length, where = section["line-length"], f"{path}: [tool.vam] line-length"
     else:
         line_length, where = _ruff_line_length(path, tool)
+    from_version, from_by_pack = _versions(section, "from", path)
+    to_version, to_by_pack = _versions(section, "to", path)
     return Config(
         rules=_rules(section, path),
-        from_version=_typed(section, "from", str, path, None),
-        to_version=_typed(section, "to", str, path, None),
+        from_version=from_version,
+        to_version=to_version,
+        from_by_pack=from_by_pack,
+        to_by_pack=to_by_pack,
         exclude=tuple(_globs(section, "exclude", path)),
         line_length=_line_length(line_length, where),
         text_files=_text_files(section, path),
@@ -145,10 +157,40 @@ def _typed(section: dict[str, Any], key: str, kind: type, path: Path, default: A
     return value
 
 
-def _rules(section: dict[str, Any], path: Path) -> str:
-    """A bundled pack's name as written; a table's path relative to the pyproject's folder,
-    as `exclude` is, so a run from another folder reads the same table."""
-    value: str = _typed(section, "rules", str, path, "vllm_ascend")
+def split_rules(text: str) -> tuple[str, ...]:
+    """`NAME|FILE[,NAME|FILE...]` as its parts, blanks around commas dropped.
+
+    Raises:
+        ValueError: an empty part (`vllm,`, `,vllm`).
+    """
+    parts = tuple(part.strip() for part in text.split(","))
+    if not all(parts):
+        raise ValueError(f"{text!r}: an empty pack name (give NAME or FILE, comma-separated)")
+    return parts
+
+
+def _rules(section: dict[str, Any], path: Path) -> tuple[str, ...]:
+    """Bundled packs' names as written; tables' paths relative to the pyproject's folder,
+    as `exclude` is, so a run from another folder reads the same tables."""
+    value = section.get("rules", "vllm_ascend")
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        given = [part for v in value for part in _split(v, path)]
+    elif isinstance(value, str):
+        given = list(_split(value, path))
+    else:
+        raise ConfigError(f"{path}: [tool.vam] rules must be a pack name or table path, or a "
+                          f"non-empty list of them, got {value!r}")
+    return tuple(_rule_path(v, path) for v in given)
+
+
+def _split(value: str, path: Path) -> tuple[str, ...]:
+    try:
+        return split_rules(value)
+    except ValueError as exc:
+        raise ConfigError(f"{path}: [tool.vam] rules: {exc}") from None
+
+
+def _rule_path(value: str, path: Path) -> str:
     if value in bundled():
         return value
     near = path.parent / value
@@ -156,6 +198,19 @@ def _rules(section: dict[str, Any], path: Path) -> str:
     if value.endswith(".toml") or "/" in value or near.exists():
         return str(near)
     return value
+
+
+def _versions(
+    section: dict[str, Any], key: str, path: Path
+) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+    """`from`/`to`: (the version, ()) or (None, the table's (pack, version) pairs)."""
+    value = section.get(key)
+    if value is None or isinstance(value, str):
+        return value, ()
+    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+        return None, tuple(value.items())
+    raise ConfigError(f'{path}: [tool.vam] {key} must be a version ("0.13.0") or a table of '
+                      f'versions by pack ({{ vllm = "0.13.0" }}), got {value!r}')
 
 
 def _string_list(section: dict[str, Any], key: str, path: Path) -> list[str]:

@@ -37,13 +37,15 @@ CODE_TITLES = codes.titles("VAM")
 @dataclass(frozen=True)
 class Finding(Located):
     """One thing to report at `path:line:col` (fields `path, line, col, code` from `Located`),
-    with its `kind` of reference."""
+    with its `kind` of reference; `step` names the release of the table that knows it, and
+    `pack` that table (set by the run, `migrator.rewrite.lanes`)."""
 
     kind: str
     message: str
     old: str = ""
     new: str = ""
     step: str = ""
+    pack: str = ""
 
     @property
     def fixable(self) -> bool:

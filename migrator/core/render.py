@@ -67,6 +67,7 @@ class Dialect(Generic[R]):
     as_json: Callable[[R], dict[str, object]]
     github_title: Callable[[str], str]
     title_first: bool
+    sarif_properties: Callable[[R], dict[str, object]] | None = None
 
 
 def render(findings: Sequence[R], fmt: str, dialect: Dialect[R]) -> str:
@@ -122,28 +123,33 @@ def _sarif(findings: Sequence[R], dialect: Dialect[R]) -> dict[str, object]:
         "informationUri": "https://github.com/vam-project/vam",
         "rules": rules,
     }
-    results = [
-        {
-            "ruleId": f.code,
-            "ruleIndex": codes.index(f.code),
-            "level": _SARIF_LEVEL[dialect.level(f)],
-            "message": {"text": f.message},
-            "locations": [
-                {
-                    "physicalLocation": {
-                        "artifactLocation": {"uri": _uri(f.path)},
-                        "region": {"startLine": _line(f), "startColumn": _col(f)},
-                    }
-                }
-            ],
-        }
-        for f in findings
-    ]
+    results = [_sarif_result(f, codes.index(f.code), dialect) for f in findings]
     return {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
         "runs": [{"tool": {"driver": driver}, "results": results}],
     }
+
+
+def _sarif_result(f: R, index: int, dialect: Dialect[R]) -> dict[str, object]:
+    result: dict[str, object] = {
+        "ruleId": f.code,
+        "ruleIndex": index,
+        "level": _SARIF_LEVEL[dialect.level(f)],
+        "message": {"text": f.message},
+        "locations": [
+            {
+                "physicalLocation": {
+                    "artifactLocation": {"uri": _uri(f.path)},
+                    "region": {"startLine": _line(f), "startColumn": _col(f)},
+                }
+            }
+        ],
+    }
+    properties = dialect.sarif_properties(f) if dialect.sarif_properties else {}
+    if properties:
+        result["properties"] = properties
+    return result
 
 
 def _uri(path: str) -> str:

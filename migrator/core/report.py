@@ -49,12 +49,19 @@ def _as_json(finding: F.Finding) -> dict[str, object]:
         "old": finding.old,
         "new": finding.new or None,
         "step": finding.step or None,
+        "pack": finding.pack or None,
         "fixable": finding.fixable,
     }
 
 
+def _sarif_properties(finding: F.Finding) -> dict[str, object]:
+    """Which table and step a finding came from (several packs may run at once)."""
+    return {"pack": finding.pack, "step": finding.step} if finding.step else {}
+
+
 MIGRATE = Dialect[F.Finding](
-    F.CODE_TITLES, _level, _as_json, github_title=lambda code: f"vam ({code})", title_first=True
+    F.CODE_TITLES, _level, _as_json, github_title=lambda code: f"vam ({code})", title_first=True,
+    sarif_properties=_sarif_properties,
 )
 
 

@@ -123,7 +123,7 @@ class Engine:
             return self._fail(result, F.NOT_REGULAR, str(data))
         if isinstance(data, OSError):
             return self._fail(result, F.UNREADABLE, f"cannot read: {data.strerror or data}")
-        if not screened and not self._may_refer(source, data):
+        if not screened and not self.may_refer(source, data):
             return result
         if self._triggered(source, data):
             if source.kind == "python":
@@ -153,11 +153,11 @@ class Engine:
             data = screened
         else:
             data = read(source)
-        if isinstance(data, OSError) or self._may_refer(source, data):
+        if isinstance(data, OSError) or self.may_refer(source, data):
             return data
         return None
 
-    def _may_refer(self, source: SourceFile, data: bytes) -> bool:
+    def may_refer(self, source: SourceFile, data: bytes) -> bool:
         """The byte tests of `migrator.core.prefilter`: every file with a reference passes
         them; most files fail the first (it spells no table package and lies in none)."""
         data = as_utf8(data)

@@ -1,9 +1,10 @@
 """Runs the per-file pipeline over many files, in worker processes, and writes results.
 
-Each worker builds its own `Engine` once. The parent reads each file once to screen it; the
-bytes of the few files that pass go to a worker, which transforms them and (when asked) writes
-the file atomically. Only findings travel back to the parent, and the old and new bytes only
-for a diff. Results come back in input order, so output is deterministic whatever `jobs` is.
+Each worker builds its own engines once (one per pack of the run, `migrator.rewrite.lanes`).
+The parent reads each file once to screen it; the bytes of the few files that pass go to a
+worker, which transforms them and (when asked) writes the file atomically. Only findings
+travel back to the parent, and the old and new bytes only for a diff. Results come back in
+input order, so output is deterministic whatever `jobs` is.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from typing import TYPE_CHECKING
 
 from migrator.core import findings as F
 from migrator.core.discover import SourceFile
-from migrator.core.resolver import Resolver
 from migrator.rewrite import stream
-from migrator.rewrite.engine import Engine, FileResult, Options, Read
-from rules import Pack
+from migrator.rewrite.engine import FileResult, Options, Read
+from migrator.rewrite.lanes import Chain, Lane
 
 # multiprocessing, ctypes and the writer (tempfile) are imported where they are used: a
 # check that needs no pool and writes nothing does not pay for them at start-up.
@@ -39,26 +39,24 @@ _PR_SET_PDEATHSIG = 1  # prctl(2)
 
 @dataclass(frozen=True)
 class Job:
-    """Everything a worker needs to rebuild the engine (picklable)."""
+    """Everything a worker needs to rebuild the engines (picklable): the run's packs with
+    their windows, in the order they apply to a file, and the switches they share."""
 
-    pack: Pack
-    from_version: str | None
-    to_version: str | None
+    lanes: tuple[Lane, ...]
     options: Options
     write: bool
     keep_new: bool
 
 
-_engine: Engine | None = None
+_engine: Chain | None = None
 _job: Job | None = None
 
 
 def _init(job: Job) -> None:
     global _engine, _job
     _job = job
-    resolver = Resolver(job.pack, job.from_version, job.to_version)
     # A diff needs the new bytes: files are streamed only when no diff is asked for.
-    _engine = Engine(resolver, job.options, stream=not job.keep_new)
+    _engine = Chain(job.lanes, job.options, stream=not job.keep_new)
 
 
 def _init_worker(job: Job) -> None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
+from migrator.core.config import ConfigError, load_config
 from migrator.core.resolver import Resolver
 from rules import RulesError, bundled, load_pack
 
@@ -39,8 +41,10 @@ class TableAnswer:
 
 
 class MoveTables:
-    """The bundled packs that cover some of `packages`, applied up to `version` (every step
-    when None). Packs are read on the first question, so a clean run never reads them."""
+    """The packs that cover some of `packages`, applied up to `version` (every step when
+    None): those [tool.vam] rules configures for the current folder (one or several, tables
+    from files included) first, then the bundled ones. Packs are read on the first question,
+    so a clean run never reads them."""
 
     def __init__(self, packages: Iterable[str], version: str | None) -> None:
         self.packages = frozenset(packages)
@@ -50,9 +54,9 @@ class MoveTables:
     def resolvers(self) -> list[Resolver]:
         if self._resolvers is None:
             self._resolvers = []
-            for path in bundled().values():
+            for name in dict.fromkeys((*_configured(), *map(str, bundled().values()))):
                 try:
-                    pack = load_pack(str(path))
+                    pack = load_pack(name)
                     if self.packages & set(pack.packages):
                         self._resolvers.append(Resolver(pack, None, self.version))
                 except RulesError:
@@ -73,6 +77,17 @@ class MoveTables:
             if found.changed:
                 return TableAnswer(dotted, found.new, steps)
         return None
+
+
+def _configured() -> tuple[str, ...]:
+    """The tables [tool.vam] rules names, as paths where bundled (so each is read once); none
+    when the configuration cannot be read (the suggestions are a help, not the check)."""
+    try:
+        names = load_config(Path(".")).rules
+    except ConfigError:
+        return ()
+    packs = bundled()
+    return tuple(str(packs[n]) if n in packs else n for n in names)
 
 
 def _listed(items: tuple[str, ...]) -> str:

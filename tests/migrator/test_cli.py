@@ -41,7 +41,7 @@ def test_check_json_github_sarif(tree: Path) -> None:
     assert data[0] == {
         "code": "VAM001", "message": f"'{OLD}' moved to '{NEW}' (0.14.0)", "path": f"{tree}/a.py",
         "line": 1, "column": 1, "kind": "from-import", "old": OLD, "new": NEW, "step": "0.14.0",
-        "fixable": True,
+        "pack": "vllm_ascend", "fixable": True,
     }
     github = vam("check", "--format", "github", str(tree)).stdout.splitlines()
     assert github[1] == (f"::error title=vam (VAM001),file={tree}/b.yaml,line=1,col=7::VAM001 "

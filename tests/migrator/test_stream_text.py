@@ -15,6 +15,7 @@ from migrator.core.discover import SourceFile
 from migrator.core.resolver import Resolver
 from migrator.rewrite import stream
 from migrator.rewrite.engine import Engine, FileResult, Options
+from migrator.rewrite.lanes import Lane
 from migrator.rewrite.runner import Job, run
 
 OLD = "vllm_ascend.distributed.mooncake_connector"
@@ -169,7 +170,7 @@ def test_memory_is_bounded_by_a_piece_not_by_the_file(
             if index == 10:
                 out.write(f"INFO connector={OLD} loaded\n".encode())
     size = os.path.getsize(path)
-    job = Job(rules.load_pack("vllm_ascend"), None, None, Options(), write=True, keep_new=False)
+    job = Job((Lane(rules.load_pack("vllm_ascend")),), Options(), write=True, keep_new=False)
     tracemalloc.start()
     try:
         results = list(run([SourceFile(path, tmp_path, "text")], job, jobs=1))
