@@ -10,7 +10,7 @@ from migrator.verify_api import findings as F
 from migrator.verify_api.findings import ApiFinding
 from migrator.verify_api.overrides import OverrideCheck
 from migrator.verify_api.project import CALLED, Call, FileFacts, ProjectClass, Use
-from migrator.verify_api.signature import MISSING, Signature, bind, describe
+from migrator.verify_api.signature import MISSING, TOO_MANY, TWICE, Signature, bind, describe
 from migrator.verify_api.upstream import Obj, Upstream
 
 # What a chain step stands on: ("class", qual) or ("module", name).
@@ -95,13 +95,15 @@ class Checker:
         name = spelled.rsplit(".", 1)[-1]
         if kind == MISSING:
             what, code = f"leaves out {detail}, required", code or F.MISSING_ARGUMENT
+        elif kind == TWICE:
+            what, code = f"passes '{detail}' by position and by keyword", code or F.BAD_KEYWORD
         elif detail.isidentifier():
             what, code = f"passes keyword '{detail}', not taken", code or F.BAD_KEYWORD
         else:
             what, code = detail, code or F.BAD_KEYWORD
         message = f"{name}(...) {what} at {self.at}: {qual}{describe(sig)}"
-        return ApiFinding(path, use.line, use.col + 1, code, message, f"{qual}({detail})",
-                          use.scope)
+        return ApiFinding(path, use.line, use.col + 1, code, message,
+                          f"{qual}({kind if kind == TOO_MANY else detail})", use.scope)
 
     def chain(self, path: str, use: Use, start: tuple[Kind | None, Kind | None],
               chain: tuple[str, ...]) -> list[ApiFinding]:

@@ -11,7 +11,7 @@ from migrator.verify_api.findings import ApiFinding
 from migrator.verify_api.project import Method, ProjectClass, Use
 from migrator.verify_api.signature import (
     KWONLY,
-    NOT_ACCEPTED,
+    NAMED_OTHERWISE,
     POS,
     POSONLY,
     REQUIRED,
@@ -85,7 +85,7 @@ class OverrideCheck:
 
     def method(self, method: Method) -> list[ApiFinding]:
         out = [f for use in method.supers for f in self.super_call(method, use)]
-        if method.sig.kind == "property" or self.defines(method.name, below=True):
+        if method.sig.kind == "property":
             return out
         target, base, exists = self.upstream_method(method.name)
         scope = f"{self.cls.qual}.{method.name}"
@@ -108,33 +108,33 @@ class OverrideCheck:
     def classify(self, method: Method, problems: set[tuple[str, str]], owner: str,
                  up: Signature, old: Signature | None) -> list[ApiFinding]:
         out = []
-        required = {name for kind, name in problems if kind == REQUIRED}
         at, what = self.checker.at, f"{owner}.{method.name}"
         head = f"{self.cls.qual}.{method.name} overrides {what}{describe(up)}"
-        for name in sorted(n for k, n in problems if k == NOT_ACCEPTED):
+        for kind, name in sorted(problems):
+            param, was = up.named(name), old.named(name) if old is not None else None
             renamed = _renamed_from(name, up, old)
-            was = old.named(name) if old is not None else None
-            param = up.named(name)
-            if renamed:
-                required.discard(renamed)
-                code, text = F.PARAM_RENAMED, f"parameter '{renamed}' is '{name}' at {at}"
-            elif was is not None and param is not None and param.kind == KWONLY and \
+            if kind == REQUIRED and _took_place_of_keyword_only(method.sig.bound(), name, up,
+                                                                old):
+                continue  # the keyword-only finding of that parameter says it
+            if kind == REQUIRED:
+                code = F.PARAM_REMOVED
+                text = f"it requires '{name}', which callers no longer pass at {at}"
+            elif param is not None and param.kind == KWONLY and was is not None and \
                     was.kind in (POS, POSONLY):
                 code, text = F.PARAM_KEYWORD_ONLY, f"'{name}' is keyword-only at {at}"
+            elif renamed:
+                code, text = F.PARAM_RENAMED, f"parameter '{renamed}' is '{name}' at {at}"
+            elif kind == NAMED_OTHERWISE:
+                code = F.PARAM_RENAMED
+                text = f"its parameter in the place of '{name}' has another name"
+            elif method.name == "__init__" and param is not None and param.default:
+                continue  # a subclass is mostly built by its own code, not upstream's
             else:
-                added = f" (new since {old_label})" if (old_label := self._old(old, name)) \
-                    else ""
+                added = f" (new since {self.checker.baseline.label})" if (
+                    self.checker.baseline is not None and was is None) else ""
                 code, text = F.PARAM_ADDED, f"it does not accept '{name}'{added}"
             out.append(self._at(method, code, f"{head}: {text}", f"{what}({name})"))
-        for name in sorted(required):
-            text = f"it requires '{name}', which callers no longer pass at {at}"
-            out.append(self._at(method, F.PARAM_REMOVED, f"{head}: {text}", f"{what}({name})"))
         return out
-
-    def _old(self, old: Signature | None, name: str) -> str:
-        baseline = self.checker.baseline
-        return baseline.label if baseline is not None and old is not None and \
-            old.named(name) is None else ""
 
     def _at(self, method: Method, code: str, message: str, obj: str) -> ApiFinding:
         return ApiFinding(self.cls.path, method.line, method.col + 1, code, message, obj,
@@ -193,3 +193,14 @@ def _renamed_from(name: str, up: Signature, old: Signature | None) -> str:
         return ""
     previous = before[index].name
     return previous if up.named(previous) is None else ""
+
+
+def _took_place_of_keyword_only(mine: Signature, name: str, up: Signature,
+                                old: Signature | None) -> bool:
+    """The override's parameter `name` sits where the baseline had a positional parameter
+    that is keyword-only at the target."""
+    index = next((i for i, p in enumerate(mine.positional) if p.name == name), None)
+    if old is None or index is None or index >= len(old.positional):
+        return False
+    moved = up.named(old.positional[index].name)
+    return moved is not None and moved.kind == KWONLY

@@ -21,6 +21,7 @@ from migrator.core.discover import iter_files
 from migrator.core.dists import resolve
 from migrator.core.modname import ModuleNamer
 from migrator.core.pins import distribution_names
+from migrator.core.settings import DEFAULT_VERSION_GUARDS
 from migrator.core.sources import InputError
 from migrator.core.walk import read_regular
 from migrator.verify_api import factcache
@@ -64,7 +65,7 @@ class Request:
     given_from: str | None = None
     upstream: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
-    guards: tuple[str, ...] = ()
+    guards: tuple[str, ...] = DEFAULT_VERSION_GUARDS
     cache: bool = True
 
 

@@ -23,11 +23,13 @@ _POSITIONAL = (POSONLY, POS)
 # can be called with a parameter the override cannot take; REQUIRED, the override needs a
 # parameter the upstream method's callers do not pass.
 NOT_ACCEPTED = "not-accepted"
+NAMED_OTHERWISE = "named-otherwise"
 REQUIRED = "required"
 
 # What a call can get wrong (`bind`).
 BAD_KEYWORD = "keyword"
 TOO_MANY = "positional"
+TWICE = "twice"  # by position and by keyword
 MISSING = "missing"
 
 
@@ -123,7 +125,7 @@ def bind(sig: Signature, positional: int, keywords: tuple[str, ...]) -> tuple[st
                 return BAD_KEYWORD, keyword
             continue
         if keyword in filled:
-            return BAD_KEYWORD, keyword  # given positionally and by name
+            return TWICE, keyword
         filled.add(keyword)
     missing = [p.name for p in sig.params
                if p.kind in (POSONLY, POS, KWONLY) and not p.default and p.name not in filled]
@@ -131,17 +133,18 @@ def bind(sig: Signature, positional: int, keywords: tuple[str, ...]) -> tuple[st
 
 
 def override_problems(override: Signature, upstream: Signature) -> set[tuple[str, str]]:
-    """What in `override` (bound) breaks calls `upstream` (bound) accepts: every parameter
-    upstream takes must be taken the same way (a positional slot by position and by name,
-    a keyword-only one by name), and every parameter the override requires must be one that
-    upstream callers pass. (NOT_ACCEPTED | REQUIRED, parameter name) pairs."""
+    """What in `override` (bound) breaks calls `upstream` (bound) accepts, as (kind, upstream
+    parameter) pairs: NOT_ACCEPTED, a positional slot the override lacks or a keyword-only
+    parameter it cannot take by name; NAMED_OTHERWISE, a slot it has under another name
+    (callers passing it by keyword fail); REQUIRED, a parameter the override requires that
+    upstream callers do not pass."""
     problems: set[tuple[str, str]] = set()
     slots = override.positional
     for i, param in enumerate(upstream.positional):
-        by_position = i < len(slots) or override.has(VARARGS)
-        by_name = param.kind == POSONLY or override.takes_keyword(param.name)
-        if not (by_position and by_name):
+        if i >= len(slots) and not override.has(VARARGS):
             problems.add((NOT_ACCEPTED, param.name))
+        elif param.kind == POS and not override.takes_keyword(param.name):
+            problems.add((NAMED_OTHERWISE, param.name))
     for param in upstream.params:
         if param.kind == KWONLY and not override.takes_keyword(param.name):
             problems.add((NOT_ACCEPTED, param.name))
