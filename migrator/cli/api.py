@@ -97,7 +97,7 @@ def verify_api(paths: tuple[str, ...], against: str, from_spec: str | None,
         raise UsageFailure(f"--baseline {exc}") from None
     try:
         config = load_config(Path(paths[0]) if paths else Path("."))
-        request = va.Request(paths or (".",), against, opt.load_rules(rules_name), config,
+        request = va.ApiRequest(paths or (".",), against, opt.load_rules(rules_name), config,
                              from_spec, upstream, (*config.exclude, *exclude),
                              opt.guard_names(version_guard, config.version_guards))
         result = va.verify_api(request)

@@ -18,7 +18,7 @@ from migrator.verify_api.findings import (
     summary,
     write_baseline,
 )
-from migrator.verify_api.run import ApiResult, Request, verify_api
+from migrator.verify_api.run import ApiRequest, ApiResult, verify_api
 
-__all__ = ["ApiFinding", "ApiResult", "Request", "new_only", "read_baseline", "render",
+__all__ = ["ApiFinding", "ApiRequest", "ApiResult", "new_only", "read_baseline", "render",
            "summary", "verify_api", "write_baseline"]

@@ -8,11 +8,12 @@ from __future__ import annotations
 import ast
 import operator
 from collections.abc import Callable
+from typing import Any
 
 from migrator.core.settings import COMPARISONS
 from rules import RulesError, version_key
 
-_OPS: dict[str, Callable[[object, object], bool]] = {
+_OPS: dict[str, Callable[[Any, Any], Any]] = {
     "==": operator.eq, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 _PROBES = frozenset({"AttributeError", "TypeError", "ImportError", "ModuleNotFoundError",
                      "NameError"})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 from migrator.core.modname import RelativeImportError, resolve_relative
 from migrator.verify_api.guards import catches_probe, probes
@@ -169,7 +170,8 @@ class _Reader:
                     self.block(node.body, scope, env, cls)
                 if decided is not True:
                     self.block(node.orelse, scope, env, cls)
-            elif isinstance(node, (ast.Try, *_TRY_STAR)):
+            elif isinstance(node, ast.Try) or (_TRY_STAR and isinstance(node, _TRY_STAR)):
+                node = cast(ast.Try, node)  # TryStar has the same fields
                 if not catches_probe(node.handlers):
                     self.block(node.body, scope, env, cls)
                 for handler in node.handlers:

@@ -54,7 +54,7 @@ class ApiResult:
 
 
 @dataclass(frozen=True)
-class Request:
+class ApiRequest:
     """One run: `paths` to check, the `target` DIST, `given_from` (`--from`: a version or a
     DIST), `upstream` packages named on the command line, the `pack` and `config` in force."""
 
@@ -69,7 +69,7 @@ class Request:
     cache: bool = True
 
 
-def verify_api(request: Request) -> ApiResult:
+def verify_api(request: ApiRequest) -> ApiResult:
     """Run the check.
 
     Raises InputError (the target cannot be read), RulesError (a bad version), or
@@ -97,7 +97,7 @@ def verify_api(request: Request) -> ApiResult:
                      baseline.label if baseline else None, notes, parsed)
 
 
-def _packages(request: Request, target: Upstream, notes: list[str]) -> frozenset[str]:
+def _packages(request: ApiRequest, target: Upstream, notes: list[str]) -> frozenset[str]:
     """`--upstream`, else the pack's packages the target ships, else all it ships."""
     if request.upstream:
         return frozenset(request.upstream)
@@ -109,7 +109,7 @@ def _packages(request: Request, target: Upstream, notes: list[str]) -> frozenset
     return target.packages
 
 
-def _baseline(request: Request, packages: frozenset[str], target: Upstream,
+def _baseline(request: ApiRequest, packages: frozenset[str], target: Upstream,
               notes: list[str]) -> Upstream | None:
     spec, where = _baseline_spec(request, packages)
     if spec is None:
@@ -126,7 +126,7 @@ def _baseline(request: Request, packages: frozenset[str], target: Upstream,
     return found
 
 
-def _baseline_spec(request: Request, packages: frozenset[str]) -> tuple[str | None, str]:
+def _baseline_spec(request: ApiRequest, packages: frozenset[str]) -> tuple[str | None, str]:
     """(the baseline DIST, where it came from) for the upstream `packages`."""
     names = distribution_names(tuple(sorted(packages)))
     given = request.given_from

@@ -39,7 +39,7 @@ class Obj:
 
 
 @dataclass
-class Lookup:
+class AttrLookup:
     """An answer about a class's attribute: `found` in the class or an upstream base;
     `certain` when a miss is a miss (no `__getattr__`, every base indexed)."""
 
@@ -164,15 +164,15 @@ class Upstream:
                 return cls.qual, Signature.from_json(cls.data["methods"][name])
         return None
 
-    def attribute(self, qual: str, name: str) -> Lookup:
+    def attribute(self, qual: str, name: str) -> AttrLookup:
         classes, complete = self.mro(qual)
         for cls in classes:
             data = cls.data
             if (name in data["methods"] or name in data["attrs"] or name in data["types"]
                     or any(f[0] == name for f in data["fields"] or ())):
-                return Lookup(True, True, cls.qual)
+                return AttrLookup(True, True, cls.qual)
         dynamic = any(c.data["dynamic"] for c in classes)
-        return Lookup(False, complete and not dynamic)
+        return AttrLookup(False, complete and not dynamic)
 
     def attr_type(self, qual: str, name: str) -> str:
         for cls in self.mro(qual)[0]:

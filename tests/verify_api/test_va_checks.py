@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from migrator.core.config import Config
-from migrator.verify_api import Request, verify_api
+from migrator.verify_api import ApiRequest, verify_api
 from rules import load_pack
 from tests.verify_api.conftest import Tree, write
 from tests.verify_api.releases import NEW, OLD, PLUGIN
@@ -15,7 +15,7 @@ from tests.verify_api.releases import NEW, OLD, PLUGIN
 def _run(root: Path, baseline: str | None = "old", paths: tuple[str, ...] = ("plugin",),
          **plugin: str) -> list[tuple[str, int, str, str]]:
     write(root, {k: v for k, v in plugin.items()})
-    request = Request(paths, str(root / "new"), load_pack("vllm"), Config(),
+    request = ApiRequest(paths, str(root / "new"), load_pack("vllm"), Config(),
                       str(root / baseline) if baseline else None, ("vllm",))
     result = verify_api(request)
     return [(f.path, f.line, f.code, f.obj) for f in result.findings]

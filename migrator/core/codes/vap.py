@@ -63,7 +63,7 @@ VAP_CODES: tuple[Code, ...] = (
         good="super().__init__(vllm_config, device)",
     ),
     Code(
-        "VAP006", ERROR, "call passes a keyword or argument the upstream callable dropped",
+        "VAP006", ERROR, "call passes an argument the upstream callable no longer takes",
         means=("A call of an upstream function or class (imported by name, or `module.f` "
                "through an imported module, or a method of an object of a known upstream "
                "class) passes a keyword the target's signature does not take, or more "
