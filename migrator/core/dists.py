@@ -128,6 +128,8 @@ def index_key(ref: DistRef, source: Source | None = None) -> str:
         return indexcache.files_key({}, "git", ref.commit, gitrev.version_hint(ref.rev) or "")
     if source is not None and ref.is_tree:
         return indexcache.files_key(source.files, source.version or "")
+    if not ref.path.exists():
+        raise InputError(f"{ref.path}: no such file or directory")
     try:
         return indexcache.file_key(ref.path)
     except OSError as exc:
