@@ -100,6 +100,9 @@ def verify_api(request: ApiRequest) -> ApiResult:
 def _packages(request: ApiRequest, target: Upstream, notes: list[str]) -> frozenset[str]:
     """`--upstream`, else the pack's packages the target ships, else all it ships."""
     if request.upstream:
+        if not set(request.upstream) & target.shipped:
+            raise InputError(f"--upstream {', '.join(request.upstream)}: {target.label} ships "
+                             f"no such package (it ships {', '.join(sorted(target.shipped))})")
         return frozenset(request.upstream)
     mine = frozenset(request.pack.packages) & target.packages
     if mine:

@@ -84,8 +84,13 @@ class Upstream:
             found.version = source.version
             found.modules = _module_map(source)
         if not found.packages:
-            found.packages = frozenset(m.split(".")[0] for m in found.modules) - NOT_SHIPPED
+            found.packages = found.shipped
         return found
+
+    @property
+    def shipped(self) -> frozenset[str]:
+        """The top-level packages the release installs (not its tests, examples, ...)."""
+        return frozenset(m.split(".")[0] for m in self.modules) - NOT_SHIPPED
 
     def source(self) -> Source:
         if self._source is None:

@@ -89,6 +89,7 @@ def test_without_a_baseline_it_says_so(project: Path) -> None:
     (["--against", "nowhere", "plugin"], "nowhere: no such file or directory"),
     (["--against", "new", "--upstream", "no-pkg", "plugin"], "--upstream 'no-pkg': not a"),
     (["--against", "new", "--baseline", "missing.json", "plugin"], "--baseline missing.json"),
+    (["--against", "new", "--upstream", "torch", "plugin"], "new ships no such package"),
     (["--against", "new", "--from", "old", "absent"], "no such file or directory: absent"),
 ])
 def test_usage_errors_are_one_line_exit_2(project: Path, args: list[str], message: str) -> None:
