@@ -124,7 +124,7 @@ class OverrideCheck:
                 code, text = F.PARAM_KEYWORD_ONLY, f"'{name}' is keyword-only at {at}"
             elif renamed:
                 code, text = F.PARAM_RENAMED, f"parameter '{renamed}' is '{name}' at {at}"
-            elif kind == NAMED_OTHERWISE:
+            elif kind == NAMED_OTHERWISE and was is not None:
                 code = F.PARAM_RENAMED
                 text = f"its parameter in the place of '{name}' has another name"
             elif method.name == "__init__" and param is not None and param.default:
