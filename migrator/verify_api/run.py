@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from migrator.core.baseline import find_baseline
+from migrator.core.baseline import CONFIG, FLAG, PACK, find_baseline
 from migrator.core.config import Config
 from migrator.core.discover import iter_files
 from migrator.core.dists import resolve
@@ -33,6 +33,7 @@ from migrator.verify_api.upstream import Upstream
 from rules import Pack, RulesError, version_key
 
 _LOCAL = re.compile(r"\+.*$")
+_SOURCES = {FLAG: "(--from)", CONFIG: "([tool.vam] from)", PACK: "(the pack's default-from)"}
 
 
 @dataclass
@@ -146,8 +147,9 @@ def _baseline_spec(request: ApiRequest, packages: frozenset[str]) -> tuple[str |
     if found.version is None:
         return None, "no --from, pin or installed release"
     version = _LOCAL.sub("", found.version)  # `0.32.0+cpu` is on no index
-    detail = found.note.removeprefix("vam: ") if found.note else found.source
-    return f"{names[0]}=={version}", f" ({detail})" if detail else ""
+    detail = found.note.removeprefix(f"vam: --from {found.version} ") or _SOURCES.get(
+        found.source, "")
+    return f"{names[0]}=={version}", f" {detail}" if detail else ""
 
 
 def _is_version(text: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ def test_text_report_exit_1_and_where_the_baseline_came_from(project: Path) -> N
     assert "plugin/calls.py:8:5: VAP006 replace_parameter(...) passes keyword 'prefer_copy', " \
         "not taken at new: vllm.utils.replace_parameter(layer, name, tensor)" in lines
     notes = result.stderr.splitlines()
-    assert notes[0] == "vam: baseline old"
+    assert notes[0] == "vam: baseline old"  # a DIST given as --from needs no word on it
     assert notes[-1].startswith("vam verify-api (old -> new): 14 errors, 1 warning in 4 files; "
                                 "5 files scanned")
 
@@ -97,3 +98,25 @@ def test_usage_errors_are_one_line_exit_2(project: Path, args: list[str], messag
     assert result.exit_code == 2
     assert result.stderr.startswith("vam: error: ") and message in result.stderr
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_the_baseline_is_the_projects_pin_fetched_as_a_dist(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "sdists"
+    cache.mkdir()
+    with tarfile.open(cache / "vllm-0.30.0.tar.gz", "w:gz") as tar:
+        tar.add(project / "old", arcname="vllm-0.30.0")
+    monkeypatch.setenv("VAM_SDIST_CACHE", str(cache))
+    monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "no-index").as_uri())
+    write(project, {"pyproject.toml": '[project]\nname = "plugin"\n'
+                                      'dependencies = ["vllm==0.30.0"]\n'})
+    pinned = invoke("--against", "new", "--upstream", "vllm", "plugin")
+    assert pinned.stderr.splitlines()[0] == \
+        "vam: baseline vllm==0.30.0 (pyproject.toml: vllm==0.30.0)"
+    assert len(pinned.stdout.splitlines()) == 15
+    write(project, {"pyproject.toml": '[project]\nname = "plugin"\n'
+                                      'dependencies = ["vllm==0.29.0"]\n'})
+    unreachable = invoke("--against", "new", "--upstream", "vllm", "plugin")
+    first = unreachable.stderr.splitlines()[0]
+    assert first.startswith("vam: cannot open the baseline vllm==0.29.0 (")
+    assert first.endswith("): uses are compared against new alone")
