@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from migrator import __version__
+from migrator.cli.api import verify_api
 from migrator.cli.migrate import check, explain, migrate
 from migrator.cli.options import UsageFailure
 from migrator.cli.refactor import refactor
@@ -66,5 +67,6 @@ def main() -> None:
     """
 
 
-for _command in (migrate, check, explain, rules, verify_imports, shims_group, rule, refactor):
+for _command in (migrate, check, explain, rules, verify_imports, verify_api, shims_group, rule,
+                 refactor):
     main.add_command(_command)

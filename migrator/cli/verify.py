@@ -82,7 +82,8 @@ Exit status: 0 no errors (warnings allowed), 1 errors, 2 usage or configuration 
     metavar="DIST",
     help="Check the imports of a third-party distribution instead: every import and "
     "dotted-path string (mock.patch targets) naming one of DIST's packages must resolve in "
-    "DIST, a source tree, an sdist, a wheel or NAME==VERSION (fetched from pip's index into "
+    "DIST, a source tree, an sdist, a wheel, a commit of a local git clone REPO@REV (read with "
+    "git, never checked out) or NAME==VERSION (fetched from pip's index into "
     "~/.cache/vam-sdists, or $VAM_SDIST_CACHE). DIST's index is kept by its sha256 in "
     "~/.cache/vam-index ($VAM_INDEX_CACHE, or $XDG_CACHE_HOME/vam-index): delete it to clear.",
 )

@@ -1,6 +1,8 @@
 """A third-party distribution at one version, as a `Source` (migrator.core.sources).
 
-A DIST is a source tree, an sdist (`.tar.gz`), a wheel (`.whl`), or `NAME==VERSION`. The last
+A DIST is a source tree, an sdist (`.tar.gz`), a wheel (`.whl`), a commit of a local git
+repository (`REPO@REV`: a clone or a work tree, then a tag, branch or sha; read with git
+plumbing, never checked out: `migrator.core.gitrev`), or `NAME==VERSION`. The last
 is fetched from the package index pip is configured to use (PEP 503 simple page), never
 through pip itself: pip's metadata step builds the sdist, which fails for projects such as
 vLLM without their GPU toolchain. The archive lands in a cache outside the repository
@@ -21,6 +23,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from migrator.core import gitrev, indexcache
 from migrator.core.sources import InputError, Source, open_release
 
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -72,16 +75,75 @@ def pip_index_url() -> str:
     return url.rstrip("/")
 
 
+@dataclass(frozen=True)
+class DistRef:
+    """Where a DIST's files are: `path` (a file or folder; the repository for a git revision),
+    `label` (what reports call it), `commit` (the full sha of a git revision, else "") and
+    `rev` (the revision as given)."""
+
+    path: Path
+    label: str
+    commit: str = ""
+    rev: str = ""
+
+    @property
+    def is_tree(self) -> bool:
+        """A folder on disk, whose files must be read to know what it holds."""
+        return not self.commit and self.path.is_dir()
+
+
+def resolve(spec: str, index_url: str | None = None, cache: Path | None = None) -> DistRef:
+    """Where DIST `spec` is: a path as given, the commit `REPO@REV` names, or the cached
+    archive of `NAME==VERSION` (fetched on first use).
+
+    Raises:
+        DistError / InputError: no such commit, or a requirement that cannot be fetched.
+    """
+    revision = gitrev.split_spec(spec)
+    if revision is not None:
+        repo, rev = revision
+        return DistRef(repo, spec, gitrev.commit_of(repo, rev), rev)
+    path, label = locate(spec, index_url, cache)
+    return DistRef(path, label)
+
+
+def open_ref(ref: DistRef) -> Source:
+    """The `Source` of a resolved DIST.
+
+    Raises InputError when it cannot be read."""
+    if ref.commit:
+        return gitrev.source_at(ref.path, ref.commit, ref.label, ref.rev)
+    source = open_release(ref.path)
+    source.label = ref.label
+    return source
+
+
+def index_key(ref: DistRef, source: Source | None = None) -> str:
+    """The key of a DIST's entries in `migrator.core.indexcache`: the sha256 of an archive's
+    bytes, of the commit (and the version its revision states), or of a tree's files and
+    stated version (`source`, already read, must be given for a tree).
+
+    Raises InputError when an archive cannot be read."""
+    if ref.commit:
+        return indexcache.files_key({}, "git", ref.commit, gitrev.version_hint(ref.rev) or "")
+    if source is not None and ref.is_tree:
+        return indexcache.files_key(source.files, source.version or "")
+    if not ref.path.exists():
+        raise InputError(f"{ref.path}: no such file or directory")
+    try:
+        return indexcache.file_key(ref.path)
+    except OSError as exc:
+        raise InputError(f"{ref.path}: cannot read: {exc.strerror or exc}") from None
+
+
 def open_dist(spec: str, index_url: str | None = None, cache: Path | None = None) -> Source:
-    """Read DIST `spec`: a path (tree, sdist, wheel) or `NAME==VERSION` (fetched, cached).
+    """Read DIST `spec`: a path (tree, sdist, wheel), `REPO@REV` or `NAME==VERSION` (fetched,
+    cached).
 
     Raises:
         DistError / InputError: unreadable input, or a requirement that cannot be fetched.
     """
-    path, label = locate(spec, index_url, cache)
-    source = open_release(path)
-    source.label = label
-    return source
+    return open_ref(resolve(spec, index_url, cache))
 
 
 def locate(spec: str, index_url: str | None = None, cache: Path | None = None) -> tuple[Path, str]:

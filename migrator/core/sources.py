@@ -1,6 +1,6 @@
-"""Release inputs -> file maps: a source tree, an sdist, a wheel (git revisions:
-`migrator.infer.gitsource`). `rules infer`, `verify-imports --against` and `dists` read releases
-through it.
+"""Release inputs -> file maps: a source tree, an sdist, a wheel (a commit of a git repository:
+`migrator.core.gitrev`). `rules infer`, `verify-imports --against`, `verify-api` and `dists`
+read releases through it.
 
 A `Source` holds the `.py` files of its top-level packages as bytes, keyed by their
 POSIX path relative to the directory that holds the packages (`vllm_ascend/utils.py`),

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from migrator.core import indexcache
-from migrator.core.dists import locate
-from migrator.core.sources import InputError, Source, open_release
+from migrator.core.dists import DistRef, index_key, open_ref, resolve
+from migrator.core.sources import Source, open_release
 from migrator.verify_imports import distindex
 from migrator.verify_imports.checker import check_dotted, check_file, unsuppressed
 from migrator.verify_imports.discovery import NAMESPACE, SOURCE, Layout, ModuleFile, discover
@@ -93,17 +93,17 @@ def _add_module(modules: dict[str, ModuleFile], parts: list[str], path: Path) ->
 
 
 def load_dist(spec: str, index_url: str | None = None, cache: bool = True) -> Dist:
-    """`dist_from_source` of a DIST spec (see `migrator.core.dists.locate`), every module
+    """`dist_from_source` of a DIST spec (see `migrator.core.dists.resolve`), every module
     indexed, the index kept in `migrator.core.indexcache` (`cache=False`: neither read nor
-    written). An sdist or wheel is keyed by the sha256 of its bytes and, on a hit, never
-    opened; a source tree is read, keyed by the sha256 of its files, and parsed only on a
-    miss. A hit gives the same findings as a miss.
+    written). An sdist or wheel is keyed by the sha256 of its bytes and a git revision by its
+    commit: on a hit, never opened; a source tree is read, keyed by the sha256 of its files,
+    and parsed only on a miss. A hit gives the same findings as a miss.
 
     Raises migrator.core.sources.InputError (DistError) when it cannot be read or fetched."""
-    path, label = locate(spec, index_url)
-    source = open_release(path) if path.is_dir() else None
-    base = source.root if source is not None and source.root else Path(label)
-    key = _cache_key(path, source) if cache else ""
+    ref = resolve(spec, index_url)
+    source = _open(ref) if ref.is_tree else None
+    base = source.root if source is not None and source.root else Path(ref.label)
+    key = index_key(ref, source) if cache else ""
     tag = indexcache.code_tag(distindex.CODE)
     if key:
         stored = indexcache.load(distindex.KIND, key, tag)
@@ -112,10 +112,9 @@ def load_dist(spec: str, index_url: str | None = None, cache: bool = True) -> Di
         except ValueError:
             pass  # no entry, or one this code cannot read: built again and stored over it
         else:
-            return Dist(label, version, Project(layout, {}, infos, getattrs))
+            return Dist(ref.label, version, Project(layout, {}, infos, getattrs))
     if source is None:
-        source = open_release(path)
-    source.label = label
+        source = _open(ref)
     dist = dist_from_source(source)
     infos, getattrs = dist.project.indexed()
     if key:
@@ -124,14 +123,14 @@ def load_dist(spec: str, index_url: str | None = None, cache: bool = True) -> Di
     return dist
 
 
-def _cache_key(path: Path, source: Source | None) -> str:
-    """The sha256 of an archive's bytes, or of a tree's files and stated version."""
-    if source is not None:
-        return indexcache.files_key(source.files, source.version or "")
-    try:
-        return indexcache.file_key(path)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+def _open(ref: DistRef) -> Source:
+    """`open_ref`, with `open_release` looked up here (the cache tests replace it to prove a
+    hit opens nothing)."""
+    if ref.commit:
+        return open_ref(ref)
+    source = open_release(ref.path)
+    source.label = ref.label
+    return source
 
 
 def verify_against(dist: Dist, targets: Sequence[str]) -> VerifyResult:

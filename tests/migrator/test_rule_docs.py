@@ -11,6 +11,7 @@ from click.testing import CliRunner, Result
 from migrator.cli import main
 from migrator.core import codes
 from migrator.core import findings as F
+from migrator.verify_api import findings as VA
 from migrator.verify_imports import findings as VI
 from tests.migrator.conftest import REPO
 
@@ -26,10 +27,13 @@ def test_every_code_the_tools_emit_is_registered_once() -> None:
                and re.fullmatch(r"VAM\d{3}", v)}
     emitted |= {v for k, v in vars(VI).items() if k.isupper() and isinstance(v, str)
                 and re.fullmatch(r"VAI\d{3}", v)}
+    emitted |= {v for k, v in vars(VA).items() if k.isupper() and isinstance(v, str)
+                and re.fullmatch(r"VAP\d{3}", v)}
     assert len(ALL_CODES) == len(set(ALL_CODES))
     assert emitted == set(ALL_CODES)
     assert F.CODE_TITLES == {c: codes.BY_CODE[c].title for c in ALL_CODES if c.startswith("VAM")}
     assert VI.CODE_TITLES == {c: codes.BY_CODE[c].title for c in ALL_CODES if c.startswith("VAI")}
+    assert VA.CODE_TITLES == {c: codes.BY_CODE[c].title for c in ALL_CODES if c.startswith("VAP")}
     assert VI.SEVERITY[VI.MISSING_NAME] == VI.ERROR
     assert VI.SEVERITY[VI.GUARDED_IMPORT] == VI.WARNING
     assert VI.SEVERITY[VI.OPTIONAL_SKIPPED] == VI.INFO
@@ -93,7 +97,8 @@ def _help_table(command: str) -> list[str]:
     return rows
 
 
-@pytest.mark.parametrize(("command", "prefix"), [("check", "VAM"), ("verify-imports", "VAI")])
+@pytest.mark.parametrize(("command", "prefix"),
+                         [("check", "VAM"), ("verify-imports", "VAI"), ("verify-api", "VAP")])
 def test_help_code_tables_match_the_registry(command: str, prefix: str) -> None:
     expected = [f"{c.code} {c.level:<9}{c.title}".strip() for c in codes.CODES
                 if c.code.startswith(prefix)]
@@ -102,7 +107,7 @@ def test_help_code_tables_match_the_registry(command: str, prefix: str) -> None:
 
 def test_readme_code_tables_match_the_registry() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    rows = re.findall(r"^\| `(VA[MI]\d{3})` \| (\w+) \| (.+?) \|$", readme, re.MULTILINE)
+    rows = re.findall(r"^\| `(VA[MIP]\d{3})` \| (\w+) \| (.+?) \|$", readme, re.MULTILINE)
     documented = {code: (level, title.replace("`", "")) for code, level, title in rows}
     assert len(rows) == len(documented), "a code appears twice in README.md's tables"
     assert documented == {c.code: (c.level, c.title) for c in codes.CODES}

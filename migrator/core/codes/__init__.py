@@ -4,7 +4,7 @@
 `vam verify-imports` are built from it, and so are `findings.CODE_TITLES` and the
 verify-imports `SEVERITY`/`CODE_TITLES`. Each code is written with its doc as one `Code`
 (`model.py`): VAM codes, from `vam migrate`/`vam check`, in `vam.py`; VAI codes, from
-`vam verify-imports`, in `vai.py`.
+`vam verify-imports`, in `vai.py`; VAP codes, from `vam verify-api`, in `vap.py`.
 """
 
 from __future__ import annotations
@@ -14,16 +14,18 @@ import textwrap
 from migrator.core.codes.model import ERROR, INFO, WARNING, WIDTH, Code
 from migrator.core.codes.vai import VAI_CODES
 from migrator.core.codes.vam import VAM_CODES
+from migrator.core.codes.vap import VAP_CODES
 
 __all__ = ["BY_CODE", "CODES", "ERROR", "INFO", "WARNING", "Code", "levels", "table", "titles"]
 
-CODES: tuple[Code, ...] = (*VAM_CODES, *VAI_CODES)
+CODES: tuple[Code, ...] = (*VAM_CODES, *VAI_CODES, *VAP_CODES)
 
 BY_CODE: dict[str, Code] = {c.code: c for c in CODES}
 
 
 def titles(prefix: str) -> dict[str, str]:
-    """{code: title} of the codes starting with `prefix` ("VAM" or "VAI"), in registry order."""
+    """{code: title} of the codes starting with `prefix` ("VAM", "VAI" or "VAP"), in
+    registry order."""
     return {c.code: c.title for c in CODES if c.code.startswith(prefix)}
 
 

@@ -1,0 +1,109 @@
+"""The VAP codes, those `vam verify-api` reports, each with its rule doc.
+
+Constants naming them are in `migrator.verify_api.findings`. VAP0xx: errors (a use of the
+upstream package that worked at the baseline release and fails at the target); VAP1xx:
+warnings. Names an import takes that are gone at the target are `vam verify-imports
+--against`'s (VAI001/VAI002), not repeated here.
+"""
+
+from __future__ import annotations
+
+from migrator.core.codes.model import ERROR, WARNING, Code
+
+_WHEN = ("Reported only when the project's code fits the baseline release (the installed one, "
+         "or --from) and not the target; with no baseline, against the target alone.")
+
+VAP_CODES: tuple[Code, ...] = (
+    Code(
+        "VAP001", ERROR, "override does not accept a parameter the upstream method added",
+        means=("A method of a class that subclasses an upstream class overrides an upstream "
+               "method; at the target the upstream method takes a parameter the override does "
+               "not (no parameter of that name or position, no *args/**kwargs). " + _WHEN),
+        why=("The upstream package calls the method with the new argument: TypeError "
+             "`forward_oot() got an unexpected keyword argument`."),
+        fix=("Add the parameter to the override (with the upstream default), or accept "
+             "**kwargs and pass them on to super()."),
+        bad="class AscendRMSNorm(RMSNorm):\n    def forward_oot(self, x, residual=None): ...",
+        good=("class AscendRMSNorm(RMSNorm):\n"
+              "    def forward_oot(self, x, residual=None, scale=None): ..."),
+    ),
+    Code(
+        "VAP002", ERROR, "override requires a parameter the upstream method removed",
+        means=("The override declares a parameter without a default that the upstream method "
+               "no longer has at the target, so its callers no longer pass it. " + _WHEN),
+        why="Every upstream call of the method fails: TypeError, missing required argument.",
+        fix="Drop the parameter from the override, or give it a default.",
+        bad="def execute_model(self, scheduler_output, intermediate_tensors): ...",
+        good="def execute_model(self, scheduler_output, intermediate_tensors=None): ...",
+    ),
+    Code(
+        "VAP003", ERROR, "override still uses the old name of a renamed parameter",
+        means=("The upstream method renamed a parameter at the target (same position, new "
+               "name); the override keeps the old name. " + _WHEN),
+        why="Upstream callers that pass it by keyword fail with TypeError.",
+        fix="Rename the override's parameter to the upstream name.",
+        bad="def get_kv_cache_spec(self, layer): ...   # upstream now: (self, layer_name)",
+        good="def get_kv_cache_spec(self, layer_name): ...",
+    ),
+    Code(
+        "VAP004", ERROR, "override cannot take a parameter now keyword-only upstream",
+        means=("A parameter the override takes by position under another name, or as "
+               "positional-only, became keyword-only in the upstream method. " + _WHEN),
+        why="Upstream callers now pass it by keyword: TypeError.",
+        fix="Name the override's parameter as upstream does (or make it keyword-only too).",
+    ),
+    Code(
+        "VAP005", ERROR, "super() call the upstream method no longer accepts",
+        means=("`super().method(...)` in an override passes a keyword, or a number of "
+               "arguments, the upstream method does not take at the target, or leaves out a "
+               "parameter it now requires. " + _WHEN),
+        why="The call raises TypeError at the target.",
+        fix="Pass what the upstream signature at the target takes (`vam verify-api` names it).",
+        bad="super().__init__(vllm_config, device, is_driver_worker=True)",
+        good="super().__init__(vllm_config, device)",
+    ),
+    Code(
+        "VAP006", ERROR, "call passes an argument the upstream callable no longer takes",
+        means=("A call of an upstream function or class (imported by name, or `module.f` "
+               "through an imported module, or a method of an object of a known upstream "
+               "class) passes a keyword the target's signature does not take, or more "
+               "positional arguments than it has. Calls with *args/**kwargs are not checked. "
+               + _WHEN),
+        why="The call raises TypeError at the target.",
+        fix="Pass the argument under its new name, or drop it (the message gives the "
+            "target's signature).",
+        bad="get_tensor_model_parallel_world_size(group=tp)",
+        good="get_tensor_model_parallel_world_size()",
+    ),
+    Code(
+        "VAP007", ERROR, "call leaves out a parameter the upstream callable now requires",
+        means=("A call of an upstream function or class does not pass a parameter that has "
+               "no default at the target (positional arguments counted). " + _WHEN),
+        why="The call raises TypeError (missing required argument) at the target.",
+        fix="Pass the new parameter (the message names it).",
+    ),
+    Code(
+        "VAP008", ERROR, "attribute the upstream class or module no longer defines",
+        means=("An attribute read from an object whose upstream class is known statically "
+               "(a parameter or variable annotation, `x = UpstreamClass(...)`, a function's "
+               "return annotation, `self` in a subclass of an upstream class, config fields "
+               "along `vllm_config.model_config.x`) or from an upstream module, that the class "
+               "(with its upstream bases: methods, class attributes, annotations, dataclass "
+               "fields, `self.x` set anywhere) no longer defines at the target. A class with "
+               "`__getattr__` is never reported; code under `hasattr(...)` or in a `try` "
+               "catching AttributeError is not read. " + _WHEN),
+        why="The read raises AttributeError at the target; attributes often move between "
+            "config classes.",
+        fix="Read the attribute from where the target keeps it.",
+        bad="vllm_config.scheduler_config.max_model_len",
+        good="vllm_config.model_config.max_model_len",
+    ),
+    Code(
+        "VAP100", WARNING, "method overrides one the upstream class no longer has",
+        means=("A method of a subclass overrides an upstream method that existed at the "
+               "baseline and is gone from the upstream class at the target (renamed or "
+               "removed)."),
+        why="Nothing calls the override any more: its behaviour silently stops applying.",
+        fix="Override the method that replaced it, or delete the override.",
+    ),
+)
