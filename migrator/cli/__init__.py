@@ -15,6 +15,7 @@ from migrator.cli.refactor import refactor
 from migrator.cli.rule import rule
 from migrator.cli.rules import rules
 from migrator.cli.shims import shims_group
+from migrator.cli.upgrade import upgrade
 from migrator.cli.verify import verify_imports
 
 __all__ = ["UsageFailure", "main"]
@@ -66,5 +67,6 @@ def main() -> None:
     """
 
 
-for _command in (migrate, check, explain, rules, verify_imports, shims_group, rule, refactor):
+for _command in (migrate, check, explain, rules, verify_imports, shims_group, rule, refactor,
+                 upgrade):
     main.add_command(_command)
