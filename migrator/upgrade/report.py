@@ -68,6 +68,13 @@ def _add(items: dict[tuple[str, int, str], Item], finding: Any, group: str,
     items[key] = Item(path, finding.line, finding.col, finding.code, reason, group)
 
 
+def _sites(found: list[Any] | None) -> list[dict[str, Any]] | None:
+    if found is None:
+        return None
+    return [{"path": os.path.normpath(f.path), "line": f.line, "col": f.col, "code": f.code,
+             "message": f.message} for f in found]
+
+
 def _counts(check: Check) -> dict[str, int | None]:
     return {"import_errors": len(check.import_errors),
             "import_warnings": len(check.imports) - len(check.import_errors),
@@ -76,11 +83,14 @@ def _counts(check: Check) -> dict[str, int | None]:
 
 def as_json(run: Upgrade, label: str, items: list[Item], written: bool) -> str:
     """The run as one JSON object: target, baseline, compat form, notes, the checks' counts
-    before and after, the files migrate changed, and the items left (each with its group)."""
+    before and after, verify-api's findings before the migration (`api_before`: what broke,
+    null without verify-api), the files migrate changed, and the items left (each with its
+    group)."""
     data = {
         "target": label, "version": run.version, "baseline": run.baseline,
         "compat": run.compat, "notes": run.notes, "written": written,
         "before": _counts(run.before), "after": _counts(run.after),
+        "api_before": _sites(run.before.api),
         "changed": [os.path.normpath(r.path) for r in run.changed],
         "left": [asdict(i) for i in items],
     }
