@@ -211,3 +211,22 @@ def test_verify_api_findings_are_grouped_by_pattern(
     assert order == sorted(order)
     assert "plugin/a.py:8:5: VAP001" in out  # the copy's path is mapped back
     assert "verify-api is not in this vam" not in out
+
+
+def test_json_carries_verify_api_findings_before_the_migration(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def verify_api(dist: object, targets: list[str], from_version: str | None) -> object:
+        site = str(Path(targets[0]) / "a.py")
+        found = [_ApiFinding(site, 8, 5, "VAP001", "overrides Base.forward: 'scale' added")]
+        return types.SimpleNamespace(findings=found)
+
+    fake = types.ModuleType("migrator.verify_api")
+    fake.verify_api = verify_api  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "migrator.verify_api", fake)
+    code, out, err = _run(project, PLUGIN, "--format", "json")
+    assert code == 1, err
+    data = json.loads(out)
+    assert data["api_before"] == [{"path": "plugin/a.py", "line": 8, "col": 5, "code": "VAP001",
+                                   "message": "overrides Base.forward: 'scale' added"}]
+    assert data["before"]["api"] == 1 and data["after"]["api"] == 1
