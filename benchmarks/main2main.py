@@ -11,6 +11,9 @@ upgrade, update, bump) and that move the release vllm-ascend's Dockerfile builds
 later B. For each: the parent's tree (git archive into a temporary folder, never the
 repository), the human diff read by benchmarks/main2main_diff.py, then `vam upgrade vllm==B
 --from A --write --format json` on the tree, and the scores:
+- import moves the human made, and the lanes the human dropped (each an A -> B move written
+  in dual-lane form before, during the syncs with vLLM main): how many the vllm pack's steps
+  in (A, B] know (`pack knows`);
 - import moves: reproduced (same file, name, old -> new; `dual` when vam kept the old lane),
   wrong rewrites (a move vam made that the human did not, each with the reason), missed (each
   with the reason the vllm pack gives, or "not in the pack");
@@ -33,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import main2main_diff as md
-from migrator.core.tables import explain_name
+from migrator.core.resolver import Resolver
 from rules import load_pack, version_key
 
 DEFAULT_GIT = Path.home() / ".cache" / "vam-git" / "vllm-ascend.git"
@@ -152,7 +155,7 @@ def _env() -> dict[str, str]:
 
 
 def score_moves(human: list[md.Move], made: list[md.Move], human_files: set[str],
-                pack: Any) -> dict[str, Any]:
+                pack: Resolver) -> dict[str, Any]:
     """Reproduced, wrong and missed import moves, each listed with a reason."""
     key = {(m.path, m.name, m.old): m for m in human}
     reproduced, wrong = [], []
@@ -176,9 +179,19 @@ def _as(move: md.Move) -> dict[str, str]:
     return {"path": move.path, "name": move.name, "old": move.old, "new": move.new}
 
 
-def _why_missed(pack: Any, old: str) -> str:
-    lines = explain_name(pack, old)
-    return f"pack: {lines[0].strip()}" if lines else "not in the vllm pack"
+def _why_missed(resolver: Resolver, old: str) -> str:
+    """What the pack's steps in the commit's window say of `old`."""
+    found = resolver.resolve(old)
+    if found.removed is not None:
+        return f"the pack has it removed in {found.removed_step}"
+    if found.changed:
+        return f"the pack moves it to {found.new}"
+    return "not in the vllm pack"
+
+
+def known(resolver: Resolver, moves: list[md.Move]) -> int:
+    """How many of `moves` the pack's steps in the commit's window make (old -> new)."""
+    return sum(resolver.resolve(m.old).new == m.new for m in moves)
 
 
 def score_api(found: list[dict[str, Any]] | None, sites: dict[str, list[tuple[int, int]]],
@@ -203,17 +216,19 @@ def score_api(found: list[dict[str, Any]] | None, sites: dict[str, list[tuple[in
 
 def one(gitdir: Path, commit: dict[str, str], pack: Any) -> dict[str, Any]:
     sha = commit["sha"]
+    resolver = Resolver(pack, commit["before"], commit["after"])
     human = human_change(gitdir, sha)
     vam = run_vam(gitdir, sha, commit["before"], commit["after"])
     report = vam.get("report", {})
     human_files = {p for p in human["touched"]}
     row: dict[str, Any] = {**commit, "files": human["files"], "lines": human["lines"],
                            "human_moves": [_as(m) | {"dual": m.dual} for m in human["moves"]],
-                           "lanes_dropped": len(human["dropped"]),
+                           "lanes_dropped": [_as(m) for m in human["dropped"]],
+                           "known": known(resolver, human["moves"] + human["dropped"]),
                            "vam_rc": vam["rc"], "seconds": round(vam["seconds"], 1),
                            "error": vam.get("error", ""), "compat": report.get("compat", ""),
-                           "left": len(report.get("left", []))}
-    row["moves"] = score_moves(human["moves"], vam["moves"], human_files, pack)
+                           "left": report.get("left", [])}
+    row["moves"] = score_moves(human["moves"], vam["moves"], human_files, resolver)
     row["api"] = score_api(report.get("api_before"), human["sites"], human["touched"])
     row["signature_hunks"] = sum(len(r) for r in human["sites"].values())
     return row
@@ -221,8 +236,8 @@ def one(gitdir: Path, commit: dict[str, str], pack: Any) -> dict[str, Any]:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     head = ("| commit | title | vLLM | py files | lines imports/sig/gates/other | human moves "
-            "| lanes dropped | vam reproduced (dual) | wrong | missed | sig hunks | VAP flagged "
-            "| false alarms | left | s |")
+            "| lanes dropped | pack knows | vam reproduced (dual) | wrong | missed | sig hunks "
+            "| VAP flagged | false alarms | left | s |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         c, m, api = r["lines"], r["moves"], r["api"]
@@ -234,9 +249,10 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {r['sha'][:10]} | {title} | {r['before']}->{r['after']} | {r['files']} "
             f"| {c['imports']}/{c['signatures']}/{c['gates']}/{c['other']} "
-            f"| {len(r['human_moves'])} | {r['lanes_dropped']} | {len(m['reproduced'])} ({dual}) "
-            f"| {len(m['wrong'])} | {len(m['missed'])} | {r['signature_hunks']} | {flagged} "
-            f"| {alarms} | {r['left']}{status} | {r['seconds']} |")
+            f"| {len(r['human_moves'])} | {len(r['lanes_dropped'])} | {r['known']} "
+            f"| {len(m['reproduced'])} ({dual}) | {len(m['wrong'])} | {len(m['missed'])} "
+            f"| {r['signature_hunks']} | {flagged} | {alarms} | {len(r['left'])}{status} "
+            f"| {r['seconds']} |")
     return "\n".join(lines) + "\n"
 
 

@@ -98,14 +98,24 @@ def test_vam_moves_are_scored_against_the_human_ones() -> None:
     made = [md.Move("a.py", "X", "vllm.o.X", "vllm.n.X", dual=True),
             md.Move("a.py", "Y", "vllm.o.Y", "vllm.elsewhere.Y"),
             md.Move("b.py", "Z", "vllm.o.Z", "vllm.n.Z")]
+    from migrator.core.resolver import Resolver
     from rules import load_pack
 
-    scored = bench.score_moves(human, made, {"a.py"}, load_pack("vllm"))
+    scored = bench.score_moves(human, made, {"a.py"}, Resolver(load_pack("vllm"), "0.26.0"))
     assert [m["name"] for m in scored["reproduced"]] == ["X"]
     assert scored["reproduced"][0]["dual"] is True
     assert [(m["name"], m["why"]) for m in scored["wrong"]] == [
         ("Y", "the human moved it to vllm.n.Y"), ("Z", "the human left this file alone")]
     assert [(m["name"], m["why"]) for m in scored["missed"]] == [("Y", "not in the vllm pack")]
+
+
+def test_pack_knowledge_of_a_move_is_read_in_the_commit_window() -> None:
+    from migrator.core.resolver import Resolver
+    from rules import load_pack
+
+    cdiv = md.Move("a.py", "cdiv", "vllm.utils.cdiv", "vllm.utils.math_utils.cdiv")
+    assert bench.known(Resolver(load_pack("vllm"), "0.11.0", "0.13.0"), [cdiv]) == 1
+    assert bench.known(Resolver(load_pack("vllm"), "0.12.0", "0.13.0"), [cdiv]) == 0
 
 
 def test_api_findings_inside_signature_hunks_are_flagged_others_are_alarms() -> None:
