@@ -120,7 +120,10 @@ def upgrade(plan: UpgradePlan, dist: Dist, version: str, *, write: bool, style: 
 def check(dist: Dist, targets: Sequence[str], version: str, helpers: tuple[str, ...],
           baseline: str | None, root: Path) -> Check:
     """Both checks on `targets` as they are on disk (paths below `root` read relative)."""
-    imports = verify_against(dist, targets).findings
+    # Against a distribution the checker also reads the project's own relative imports; a
+    # broken one is not the upgrade's business (verify-imports' static mode reports it).
+    imports = [f for f in verify_against(dist, targets).findings
+               if f.module.partition(".")[0] in dist.packages]
     run_api = api.checker()
     found = None if run_api is None else list(run_api(dist, targets, baseline).findings)
     return Check(live_only(imports, helpers, version, root),
