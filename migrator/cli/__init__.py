@@ -16,6 +16,7 @@ from migrator.cli.refactor import refactor
 from migrator.cli.rule import rule
 from migrator.cli.rules import rules
 from migrator.cli.shims import shims_group
+from migrator.cli.upgrade import upgrade
 from migrator.cli.verify import verify_imports
 
 __all__ = ["UsageFailure", "main"]
@@ -68,5 +69,5 @@ def main() -> None:
 
 
 for _command in (migrate, check, explain, rules, verify_imports, verify_api, shims_group, rule,
-                 refactor):
+                 refactor, upgrade):
     main.add_command(_command)

@@ -1,0 +1,97 @@
+"""`vam upgrade NAME==VERSION`: the whole upgrade to one release of a third-party package
+(logic in migrator/upgrade/)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from migrator.cli import options as opt
+from migrator.cli.options import UsageFailure
+from migrator.cli.pipeline import setup
+from migrator.core.dists import parse_requirement
+from migrator.core.report import unified_diff
+from migrator.rewrite.engine import Options
+
+_STYLES = ("if", "try")
+
+
+@click.command("upgrade")
+@click.argument("requirement", metavar="NAME==VERSION")
+@opt.PATHS
+@click.option("--rules", "rules_name", metavar="NAME|FILE", default="vllm", show_default=True,
+              help="Move table of the package: a bundled name or a TOML file.")
+@click.option("--from", "from_version", metavar="VERSION",
+              help="Version the code is written for: its imports stay in the old lane. "
+              "[default: [tool.vam] from, else the project's pins, else the installed "
+              "release; the command says which]")
+@click.option("--dist", "dist_spec", metavar="DIST",
+              help="Read the release from DIST (a source tree, sdist, wheel) instead of "
+              "fetching NAME==VERSION into ~/.cache/vam-sdists.")
+@click.option("--write", is_flag=True, help="Apply the migration. [default: show the diff]")
+@click.option("--compat-style", type=click.Choice(_STYLES), default="if", show_default=True,
+              help="Dual-lane form: `if vllm_version_is(OLD): <old> else: <new>`, or try the "
+              "new import and fall back to the old one on ImportError.")
+@opt.output_format(("text", "json"), "Report format (json: no diff on stdout).")
+@opt.jobs("Worker processes for the migration. [default: number of CPUs]")
+@opt.exclude("Skip matching files (repeatable; adds to [tool.vam] exclude).")
+@opt.version_guards
+@opt.quiet("No baseline line on stderr.")
+def upgrade(requirement: str, paths: tuple[str, ...], rules_name: str, from_version: str | None,
+            dist_spec: str | None, write: bool, compat_style: str, fmt: str, jobs: int | None,
+            exclude: tuple[str, ...], version_guard: tuple[str, ...], quiet: bool) -> None:
+    """Upgrade the code below PATHS to NAME==VERSION (e.g. vllm==0.14.0) in one command.
+
+    \b
+    1. verify-imports --against NAME==VERSION (and verify-api --against, where this vam
+       has it): what breaks at VERSION;
+    2. migrate --rules vllm --to VERSION --keep-compat BASELINE: each import move in
+       dual-lane form, the old import kept for the baseline (plain migrate where this
+       vam's migrate has no --keep-compat; the report says so);
+    3. the same checks on the result (in memory unless --write);
+    4. what is left for a person, grouped by failure pattern: imports that still fail,
+       signature changes of overridden methods, calls with changed parameters, moved or
+       removed attributes, removed names (with the table's hint), files not processed.
+
+    \b
+    Examples:
+      vam upgrade vllm==0.14.0 vllm_ascend/            diff and report
+      vam upgrade vllm==0.14.0 --write .               apply, then report
+      vam upgrade vllm==0.14.0 --dist ~/src/vllm --format json .
+
+    Exit status: 0 nothing left for a person, 1 items left (or a file failed), 2 usage or
+    configuration error.
+    """
+    from migrator import upgrade as up
+    from migrator.core.sources import InputError
+    from migrator.verify_imports import TargetError, load_dist
+
+    wanted = parse_requirement(requirement)
+    if wanted is None:
+        raise UsageFailure(f"{requirement!r}: expected NAME==VERSION, e.g. vllm==0.14.0")
+    try:
+        dist = load_dist(dist_spec or requirement)
+    except InputError as exc:
+        raise UsageFailure(str(exc)) from None
+    run = setup(paths, rules_name, from_version, wanted[1], quiet)
+    options = Options(comments=run.config.comments, line_length=run.config.line_length,
+                      version_guards=opt.guard_names(version_guard, run.config.version_guards))
+    plan = up.UpgradePlan(run.targets, run.from_version, run.sources(exclude), options,
+                   lambda o, w: run.job(o, write=w, keep_new=True))
+    try:
+        done = up.upgrade(plan, dist, wanted[1], write=write, style=compat_style, jobs=jobs,
+                          reload=lambda: load_dist(dist_spec or requirement))
+    except (InputError, TargetError) as exc:
+        raise UsageFailure(str(exc)) from None
+    items = up.left(done)
+    if fmt == "json":
+        click.echo(up.as_json(done, requirement, items, write), nl=False)
+    else:
+        if not write:
+            for result in done.changed:
+                if result.old is not None and result.new is not None:
+                    sys.stdout.write(unified_diff(result.path, result.old, result.new,
+                                                  result.encoding))
+        click.echo(up.as_text(done, requirement, items, write), nl=False)
+    sys.exit(1 if items or any(r.failed for r in done.results) else 0)

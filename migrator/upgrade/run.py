@@ -1,0 +1,180 @@
+"""`vam upgrade NAME==B`: what breaks at release B, the import moves written in dual-lane form,
+the same checks on the result, and what is left for a person (DESIGN.md section 9).
+
+The commands' own backends run in this process, in order: `verify-imports --against` (and
+`verify-api --against` where this vam has it) on the code as it is; `migrate --to B
+--keep-compat <baseline>` (plain migrate where this vam has no `--keep-compat`, said in
+`notes`); both checks again on the migrated code, on disk after `write`, else on a copy in a
+temporary folder with the new bytes laid over it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from migrator.core.discover import SourceFile
+from migrator.core.findings import Finding
+from migrator.rewrite.engine import FileResult, Options
+from migrator.rewrite.runner import Job, default_jobs, run
+from migrator.upgrade import api
+from migrator.upgrade.lanes import live_only
+from migrator.verify_imports import Dist, verify_against
+
+_COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".venv", "node_modules")
+
+
+@dataclass
+class Check:
+    """One pass of the checks: verify-imports findings (errors and warnings, less those on
+    lines release B never runs) and verify-api findings (None: verify-api is not in this vam)."""
+
+    imports: list[Any] = field(default_factory=list)
+    api: list[Any] | None = None
+
+    @property
+    def import_errors(self) -> list[Any]:
+        return [f for f in self.imports if f.is_error]
+
+
+@dataclass
+class Upgrade:
+    """Everything one run found: `before`/`after` the checks, `results` migrate's per-file
+    results (`new` set where a file changes), `notes` what the run could not do as asked."""
+
+    version: str
+    baseline: str | None
+    compat: str
+    before: Check
+    after: Check
+    results: list[FileResult]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> list[FileResult]:
+        return [r for r in self.results if r.new is not None]
+
+    @property
+    def migrate_findings(self) -> list[Finding]:
+        return [f for r in self.results for f in r.findings]
+
+
+def dual_lane(options: Options, baseline: str | None, style: str) -> tuple[Options, str, str]:
+    """(options with `keep_compat` set, how the moves are written, a note or ""): plain
+    migrate when there is no baseline or this vam's migrate has no `--keep-compat`."""
+    names = {f.name for f in dataclasses.fields(Options)}
+    if baseline is None:
+        return options, "plain", "no baseline version: import moves are written without a lane"
+    if "keep_compat" not in names:
+        return options, "plain", ("this vam's migrate has no --keep-compat: import moves are "
+                                  "written in plain form, without the old lane")
+    changes: dict[str, Any] = {"keep_compat": baseline}
+    if "compat_style" in names:
+        changes["compat_style"] = style
+    return dataclasses.replace(options, **changes), style, ""
+
+
+@dataclass(frozen=True)
+class UpgradePlan:
+    """One upgrade's inputs: the targets, the version the code is written for (`baseline`,
+    None when unknown), the files migrate reads, the engine's options, and `job`, which
+    builds migrate's job from options and whether to write (the command's `Setup.job`)."""
+
+    targets: tuple[Path, ...]
+    baseline: str | None
+    sources: list[SourceFile]
+    options: Options
+    job: Callable[[Options, bool], Job]
+
+
+def upgrade(plan: UpgradePlan, dist: Dist, version: str, *, write: bool, style: str = "if",
+            jobs: int | None = None, reload: Callable[[], Dist] | None = None) -> Upgrade:
+    """Check, migrate to `version` in dual-lane form, check again (see the module doc).
+    `reload` gives `dist` afresh for the check after writing: a `Dist` keeps the bytes of
+    the files it checked, so the same one would check the files as they were.
+
+    Raises migrator.verify_imports.TargetError for a target verify-imports cannot read."""
+    targets = [str(t) for t in plan.targets]
+    helpers = plan.options.version_guards
+    before = check(dist, targets, version, helpers, plan.baseline, Path.cwd())
+    options, compat, note = dual_lane(plan.options, plan.baseline, style)
+    results = list(run(plan.sources, plan.job(options, write), jobs or default_jobs()))
+    if write:
+        fresh = reload() if reload else dist
+        after = check(fresh, targets, version, helpers, plan.baseline, Path.cwd())
+    else:
+        after = check_copy(dist, plan.targets, results, version, helpers, plan.baseline)
+    notes = [note] if note else []
+    if before.api is None:
+        notes.append("verify-api is not in this vam: signature and attribute breaks are not "
+                     "checked")
+    return Upgrade(version, plan.baseline, compat, before, after, results, notes)
+
+
+def check(dist: Dist, targets: Sequence[str], version: str, helpers: tuple[str, ...],
+          baseline: str | None, root: Path) -> Check:
+    """Both checks on `targets` as they are on disk (paths below `root` read relative)."""
+    # Against a distribution the checker also reads the project's own relative imports; a
+    # broken one is not the upgrade's business (verify-imports' static mode reports it).
+    imports = [f for f in verify_against(dist, targets).findings
+               if f.module.partition(".")[0] in dist.packages]
+    run_api = api.checker()
+    found = None if run_api is None else list(run_api(dist, targets, baseline).findings)
+    return Check(live_only(imports, helpers, version, root),
+                 None if found is None else live_only(found, helpers, version, root))
+
+
+def check_copy(dist: Dist, targets: Sequence[Path], results: list[FileResult], version: str,
+               helpers: tuple[str, ...], baseline: str | None) -> Check:
+    """`check` on a copy of `targets` with the migrated bytes laid over it; findings name
+    the original files."""
+    cwd = Path.cwd()
+    with tempfile.TemporaryDirectory(prefix="vam-upgrade-") as folder:
+        top = Path(folder)
+        copies = []
+        for target in targets:
+            real = target.resolve()
+            copy = _mirror(top, real)
+            if real.is_dir():
+                shutil.copytree(real, copy, ignore=_COPY_IGNORE, symlinks=True)
+            else:
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(real, copy)
+            copies.append(str(copy))
+        for result in results:
+            if result.new is not None and result.edits is None:
+                _mirror(top, Path(result.path).resolve()).write_bytes(result.new)
+        found = check(dist, copies, version, helpers, baseline, top)
+    back = _back(top, cwd)
+    return Check([back(f) for f in found.imports],
+                 None if found.api is None else [back(f) for f in found.api])
+
+
+def _is_instance(finding: Any) -> bool:
+    return dataclasses.is_dataclass(finding) and not isinstance(finding, type)
+
+
+def _mirror(top: Path, real: Path) -> Path:
+    return top / real.relative_to(real.anchor)
+
+
+def _back(top: Path, cwd: Path) -> Any:
+    """Maps a finding on the copy to the same finding on the original file, shown relative
+    to `cwd` when below it (as the commands show paths)."""
+    prefixes = {str(top) + os.sep, str(top.resolve()) + os.sep}
+    here = str(cwd) + os.sep
+
+    def restore(finding: Any) -> Any:
+        for prefix in prefixes:
+            if finding.path.startswith(prefix) and _is_instance(finding):
+                shown = os.sep + finding.path[len(prefix):]
+                return dataclasses.replace(finding, path=shown.removeprefix(here))
+        return finding
+
+    return restore

@@ -1,0 +1,128 @@
+"""benchmarks/main2main.py's reading of a human main2main commit, on a tiny git repository:
+import moves (dual-lane additions count), dropped lanes, line categories, signature hunks,
+and the release read from the Dockerfile."""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from pathlib import Path
+
+from benchmarks import main2main as bench
+from benchmarks import main2main_diff as md
+
+BEFORE = """
+from vllm.old.place import Moved
+from vllm.engine import Base, helper
+from plugin.utils import vllm_version_is
+
+if vllm_version_is("0.1.0"):
+    from vllm.a import Lane
+else:
+    from vllm.b import Lane
+
+
+class Mine(Base):
+    def forward(self, x):
+        return super().forward(x)
+
+
+def logic():
+    value = helper(1)
+    return value + 1
+"""
+
+AFTER = """
+from vllm.engine import Base, helper
+from plugin.utils import vllm_version_is
+
+if vllm_version_is("0.1.0"):
+    from vllm.old.place import Moved
+else:
+    from vllm.new.place import Moved
+from vllm.b import Lane
+
+
+class Mine(Base):
+    def forward(self, x, scale):
+        return super().forward(x, scale=scale)
+
+
+def logic():
+    value = helper(1, strict=True)
+    return value + 2
+"""
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def _commit(repo: Path, files: dict[str, str], message: str) -> str:
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", message)
+    return _git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_human_change_of_a_synthetic_main2main_commit(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _commit(repo, {"plugin/mod.py": BEFORE, "Dockerfile": "ARG VLLM_TAG=v0.1.0\n"}, "start")
+    sha = _commit(repo, {"plugin/mod.py": AFTER, "Dockerfile": "ARG VLLM_TAG=v0.2.0\n"},
+                  "[Main2Main] Upgrade vLLM to v0.2.0")
+    gitdir = repo / ".git"
+    assert bench.find_commits(gitdir, "0.1.0") == [
+        {"sha": sha, "title": "[Main2Main] Upgrade vLLM to v0.2.0", "before": "0.1.0",
+         "after": "0.2.0"}]
+    change = bench.human_change(gitdir, sha)
+    assert change["moves"] == [md.Move("plugin/mod.py", "Moved", "vllm.old.place.Moved",
+                                       "vllm.new.place.Moved", dual=True)]
+    assert change["dropped"] == [md.Move("plugin/mod.py", "Lane", "vllm.a.Lane", "vllm.b.Lane")]
+    # imports: the new lane's import only; gates: the old import moved into its lane (both
+    # sides), the dropped lane, the kept import moved out of its lane (both sides);
+    # signatures: the def header, the super() call, the call of helper (both sides);
+    # other: the one line of logic on each side.
+    assert change["lines"] == {"imports": 1, "gates": 5, "signatures": 6, "other": 2}
+    # The parent's lines of the def/super() hunk and of helper's call.
+    assert change["sites"]["plugin/mod.py"] == [(12, 13), (17, 18)]
+
+
+def test_vam_moves_are_scored_against_the_human_ones() -> None:
+    human = [md.Move("a.py", "X", "vllm.o.X", "vllm.n.X", dual=True),
+             md.Move("a.py", "Y", "vllm.o.Y", "vllm.n.Y")]
+    made = [md.Move("a.py", "X", "vllm.o.X", "vllm.n.X", dual=True),
+            md.Move("a.py", "Y", "vllm.o.Y", "vllm.elsewhere.Y"),
+            md.Move("b.py", "Z", "vllm.o.Z", "vllm.n.Z")]
+    from migrator.core.resolver import Resolver
+    from rules import load_pack
+
+    scored = bench.score_moves(human, made, {"a.py"}, Resolver(load_pack("vllm"), "0.26.0"))
+    assert [m["name"] for m in scored["reproduced"]] == ["X"]
+    assert scored["reproduced"][0]["dual"] is True
+    assert [(m["name"], m["why"]) for m in scored["wrong"]] == [
+        ("Y", "the human moved it to vllm.n.Y"), ("Z", "the human left this file alone")]
+    assert [(m["name"], m["why"]) for m in scored["missed"]] == [("Y", "not in the vllm pack")]
+
+
+def test_pack_knowledge_of_a_move_is_read_in_the_commit_window() -> None:
+    from migrator.core.resolver import Resolver
+    from rules import load_pack
+
+    cdiv = md.Move("a.py", "cdiv", "vllm.utils.cdiv", "vllm.utils.math_utils.cdiv")
+    assert bench.known(Resolver(load_pack("vllm"), "0.11.0", "0.13.0"), [cdiv]) == 1
+    assert bench.known(Resolver(load_pack("vllm"), "0.12.0", "0.13.0"), [cdiv]) == 0
+
+
+def test_api_findings_inside_signature_hunks_are_flagged_others_are_alarms() -> None:
+    found = [{"path": "a.py", "line": 12, "col": 5, "code": "VAP001", "message": "m"},
+             {"path": "a.py", "line": 40, "col": 1, "code": "VAP002", "message": "m"}]
+    scored = bench.score_api(found, {"a.py": [(11, 13), (20, 20)]},
+                             {"a.py": [(11, 13), (20, 20), (30, 31)]})
+    assert scored is not None
+    assert (scored["flagged"], scored["missed"], scored["false_alarms"]) == (1, 1, 1)
+    assert bench.score_api(None, {}, {}) is None

@@ -1,0 +1,243 @@
+"""`vam upgrade NAME==VERSION`: check, migrate in dual-lane form, check again, and the report
+of what is left for a person, on a small plugin against a two-version `vllm` given as trees."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from migrator.cli import main
+from migrator.rewrite.engine import Options
+from migrator.upgrade import dual_lane
+from migrator.upgrade.lanes import dead_lines
+
+# vllm 2.0.0 as a tree: `vllm.old` moved to `vllm.new`, `vllm.gone` removed, `vllm.keep` stays.
+VLLM_2 = {
+    "pyproject.toml": '[project]\nname = "vllm"\nversion = "2.0.0"\n',
+    "vllm/__init__.py": "",
+    "vllm/new.py": "def thing():\n    return 1\n",
+    "vllm/keep.py": "class Base:\n    def forward(self, x, *, scale):\n        return x\n",
+}
+
+PACK = """
+[pack]
+name = "fakevllm"
+description = "two releases of a fake vllm"
+packages = ["vllm"]
+
+[[step]]
+version = "2.0.0"
+summary = "vllm.old -> vllm.new; vllm.gone removed"
+
+[[step.module]]
+old = "vllm.old"
+new = "vllm.new"
+
+[[step.removed]]
+old = "vllm.gone"
+hint = "use vllm.keep.Base instead"
+"""
+
+PLUGIN = {
+    "pyproject.toml": '[project]\nname = "plugin"\ndependencies = ["vllm==1.0.0"]\n',
+    "plugin/__init__.py": "",
+    "plugin/a.py": """
+        from vllm.old import thing
+        from vllm.keep import Base
+        from vllm.gone import helper
+        from vllm.keep import Missing
+
+
+        class Mine(Base):
+            def forward(self, x):
+                return thing() + helper(x)
+    """,
+}
+
+CLEAN = {
+    "pyproject.toml": '[project]\nname = "plugin"\ndependencies = ["vllm==1.0.0"]\n',
+    "plugin/__init__.py": "",
+    "plugin/a.py": "from vllm.old import thing\nfrom vllm.keep import Base\n",
+}
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("VAM_INDEX_CACHE", str(tmp_path / "index"))
+    _write(tmp_path / "vllm2", VLLM_2)
+    (tmp_path / "pack.toml").write_text(PACK, encoding="utf-8")
+    return tmp_path
+
+
+def _run(root: Path, files: dict[str, str], *extra: str,
+         targets: tuple[str, ...] = ("plugin",)) -> tuple[int, str, str]:
+    _write(root / "proj", files)
+    args = ["upgrade", "vllm==2.0.0", "--rules", str(root / "pack.toml"),
+            "--dist", str(root / "vllm2"), *extra, *targets]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root / "proj")
+        result = CliRunner().invoke(main, args)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_report_groups_what_is_left_and_exits_1(project: Path) -> None:
+    code, out, err = _run(project, PLUGIN)
+    assert code == 1, (out, err)
+    assert "vam: --from 1.0.0" in err  # the baseline, from the project's pin, is said
+    assert "+from vllm.new import thing" in out  # the diff, nothing written
+    assert (project / "proj/plugin/a.py").read_text().startswith("from vllm.old import thing")
+    assert "before: 3 import(s) fail" in out
+    assert "after: 2 import(s) fail" in out
+    modules = out.index("module reorganisation: imports that still fail (1)")
+    removed = out.index("removed names (1)")
+    assert modules < removed  # the guide's order
+    assert "plugin/a.py:4:23: VAI001 cannot import name 'Missing'" in out[modules:removed]
+    assert "plugin/a.py:3:1: VAM003" in out[removed:]
+    assert "use vllm.keep.Base instead" in out[removed:]
+
+
+def test_write_applies_and_json_reports(project: Path) -> None:
+    code, out, err = _run(project, PLUGIN, "--write", "--format", "json")
+    assert code == 1, err
+    data = json.loads(out)
+    assert data["baseline"] == "1.0.0" and data["written"] is True
+    assert data["changed"] == ["plugin/a.py"]
+    assert [(i["group"], i["code"], i["line"]) for i in data["left"]] == [
+        ("module reorganisation: imports that still fail", "VAI001", 4),
+        ("removed names", "VAM003", 3),
+    ]
+    assert "vllm.new" in (project / "proj/plugin/a.py").read_text()
+
+
+def test_nothing_left_exits_0(project: Path) -> None:
+    code, out, err = _run(project, CLEAN)
+    assert code == 0, (out, err)
+    assert "Nothing left for a person." in out
+    assert "before: 1 import(s) fail" in out and "after: 0 import(s) fail" in out
+
+
+def test_usage_errors_exit_2(project: Path) -> None:
+    _write(project / "proj", CLEAN)
+    runner = CliRunner()
+    bad = runner.invoke(main, ["upgrade", "vllm", "proj"])
+    assert bad.exit_code == 2 and "expected NAME==VERSION" in bad.stderr
+    missing = runner.invoke(main, ["upgrade", "vllm==2.0.0", "--rules", str(project / "pack.toml"),
+                                   "--dist", str(project / "nowhere"), str(project / "proj")])
+    assert missing.exit_code == 2 and missing.stderr.startswith("vam: error: ")
+    assert "nowhere" in missing.stderr and len(missing.stderr.splitlines()) == 1
+
+
+def test_old_lane_of_a_dual_lane_block_is_not_reported(project: Path) -> None:
+    lanes = dict(CLEAN)
+    lanes["plugin/a.py"] = """
+        from plugin.utils import vllm_version_is
+
+        if vllm_version_is("1.0.0"):
+            from vllm.old import thing
+        else:
+            from vllm.new import thing
+    """
+    lanes["plugin/utils.py"] = "def vllm_version_is(v):\n    return False\n"
+    code, out, err = _run(project, lanes)
+    assert code == 0, (out, err)
+    assert "before: 0 import(s) fail" in out
+
+
+def test_dead_lines_follow_the_guard_at_the_target() -> None:
+    source = (b'if vllm_version_is("1.0.0"):\n    a = 1\nelse:\n    b = 2\n'
+              b'x = 1 if vllm_version_ge("2.0.0") else 0\n')
+    helpers = ("vllm_version_is", "vllm_version_ge")
+    assert dead_lines(source, helpers, "2.0.0") == {2}
+    # At 1.0.0 and later both branches may run: nothing is dead.
+    assert dead_lines(source, helpers, "1.0.0") == set()
+    negated = b'if not vllm_version_ge("2.0.0"):\n    a = 1\nelse:\n    b = 2\n'
+    assert dead_lines(negated, helpers, "2.0.0") == {2}
+
+
+def test_plain_migrate_is_said_when_keep_compat_is_missing() -> None:
+    options, form, note = dual_lane(Options(), "1.0.0", "if")
+    if "keep_compat" in Options.__dataclass_fields__:
+        assert form == "if" and options.keep_compat  # type: ignore[attr-defined] == "1.0.0" and not note
+    else:
+        assert form == "plain" and "no --keep-compat" in note and options == Options()
+
+
+@dataclass(frozen=True)
+class _ApiFinding:
+    path: str
+    line: int
+    col: int
+    code: str
+    message: str
+
+
+def test_verify_api_findings_are_grouped_by_pattern(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a verify-api backend present, its findings land in the guide's groups."""
+
+    def verify_api_against(dist: object, targets: list[str], from_version: str | None) -> object:
+        site = str(Path(targets[0]) / "a.py")
+        found = [
+            _ApiFinding(site, 8, 5, "VAP001", "Mine.forward overrides vllm.keep.Base.forward: "
+                        "parameter 'scale' added as required keyword-only"),
+            _ApiFinding(site, 9, 16, "VAP002", "call of thing(): keyword 'x' not accepted"),
+            _ApiFinding(site, 9, 30, "VAP003", "attribute 'size' no longer defined by Base"),
+        ]
+        return types.SimpleNamespace(findings=found)
+
+    fake = types.ModuleType("migrator.verify_api")
+    fake.verify_api_against = verify_api_against  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "migrator.verify_api", fake)
+    code, out, err = _run(project, PLUGIN)
+    assert code == 1, err
+    order = [out.index(h) for h in ("signature changes of overridden methods (1)",
+                                    "calls with changed parameters (1)",
+                                    "moved or removed attributes (1)", "removed names (1)")]
+    assert order == sorted(order)
+    assert "plugin/a.py:8:5: VAP001" in out  # the copy's path is mapped back
+    assert "verify-api is not in this vam" not in out
+
+
+def test_json_carries_verify_api_findings_before_the_migration(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def verify_api(dist: object, targets: list[str], from_version: str | None) -> object:
+        site = str(Path(targets[0]) / "a.py")
+        found = [_ApiFinding(site, 8, 5, "VAP001", "overrides Base.forward: 'scale' added")]
+        return types.SimpleNamespace(findings=found)
+
+    fake = types.ModuleType("migrator.verify_api")
+    fake.verify_api = verify_api  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "migrator.verify_api", fake)
+    code, out, err = _run(project, PLUGIN, "--format", "json")
+    assert code == 1, err
+    data = json.loads(out)
+    assert data["api_before"] == [{"path": "plugin/a.py", "line": 8, "col": 5, "code": "VAP001",
+                                   "message": "overrides Base.forward: 'scale' added"}]
+    assert data["before"]["api"] == 1 and data["after"]["api"] == 1
+
+
+def test_only_imports_of_the_distribution_are_reported(project: Path) -> None:
+    """A broken relative import is verify-imports' business, not the upgrade's."""
+    files = dict(CLEAN)
+    files["plugin/a.py"] = "from vllm.new import thing\n"
+    files["tools/bench.py"] = "from .helpers import x\n"  # a script, in no package
+    code, out, err = _run(project, files, targets=("plugin", "tools"))
+    assert code == 0, (out, err)
+    assert "before: 0 import(s) fail" in out
