@@ -111,6 +111,18 @@ def layerwise_params(prefill: Prefill) -> tuple[dict[str, Any], dict[str, Any]]:
     )
 
 
+class UpstreamError(Exception):
+    """An instance failed to answer (refused, reset, cut mid-response); names it."""
+
+    def __init__(self, peer: str, exc: BaseException) -> None:
+        super().__init__(f"{peer}: {type(exc).__name__}: {exc}")
+        self.peer = peer
+
+
+# An instance that dies: a reset or refused connection, a cut answer (`IncompleteRead`).
+UPSTREAM_ERRORS = (OSError, http.client.HTTPException, ValueError)
+
+
 def post(url: str, path: str, body: dict[str, Any]) -> http.client.HTTPResponse:
     """POST JSON; returns the open response (the caller reads or streams it)."""
     return send(url, "POST", path, json.dumps(body).encode())
@@ -120,13 +132,19 @@ def send(url: str, method: str, path: str, data: bytes | None) -> http.client.HT
     """One request (JSON body, if any); returns the open response."""
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=TIMEOUT_S)
-    conn.request(method, path, data, {"Content-Type": "application/json"})
-    return conn.getresponse()
+    try:
+        conn.request(method, path, data, {"Content-Type": "application/json"})
+        return conn.getresponse()
+    except UPSTREAM_ERRORS as exc:
+        raise UpstreamError(url, exc) from exc
 
 
 def post_json(url: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     response = post(url, path, body)
-    data = response.read()
+    try:
+        data = response.read()
+    except UPSTREAM_ERRORS as exc:
+        raise UpstreamError(url, exc) from exc
     try:
         return response.status, json.loads(data or b"{}")
     except json.JSONDecodeError:
@@ -184,17 +202,20 @@ class ProxyHandler(BaseHTTPRequestHandler):
                 self._layerwise(body)
             else:
                 self._pull(body)
-        except OSError as exc:
-            logger.warning("%s: upstream failed: %s", self.path, exc)
-            self._send_json(502, {"error": f"upstream failed: {exc}"})
+        except UpstreamError as exc:
+            self._upstream_failed(exc)
+
+    def _upstream_failed(self, exc: UpstreamError) -> None:
+        """An instance failed before the answer began: one line naming it, a 502 to the client."""
+        logger.warning("%s: upstream failed: %s", self.path, exc)
+        self._send_json(502, {"error": f"upstream failed: {exc}"})
 
     def _pass_through(self, method: str, data: bytes | None) -> None:
         _, decode = self.server.router.pick()
         try:
-            self._relay(send(decode, method, self.path, data))
-        except OSError as exc:
-            logger.warning("%s: upstream failed: %s", self.path, exc)
-            self._send_json(502, {"error": f"upstream failed: {exc}"})
+            self._relay(send(decode, method, self.path, data), decode)
+        except UpstreamError as exc:
+            self._upstream_failed(exc)
 
     def _pull(self, body: dict[str, Any]) -> None:
         prefill, decode = self.server.router.pick()
@@ -218,7 +239,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
             prefill_cached,
         )
         headers = {} if prefill_cached is None else {PREFILL_CACHED_HEADER: str(prefill_cached)}
-        self._relay(post(decode, self.path, decode_body(body, params)), headers)
+        self._relay(post(decode, self.path, decode_body(body, params)), decode, headers)
 
     def _layerwise(self, body: dict[str, Any]) -> None:
         prefill, decode = self.server.router.pick()
@@ -230,7 +251,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
                 outcome["prefill"] = post_json(
                     prefill.url, self.path, prefill_body(body, to_prefill)
                 )
-            except OSError as exc:
+            except UpstreamError as exc:
                 outcome["prefill"] = (502, {"error": str(exc)})
 
         thread = threading.Thread(target=run_prefill, daemon=True)
@@ -238,27 +259,65 @@ class ProxyHandler(BaseHTTPRequestHandler):
         logger.info(
             "prefill %s + decode %s: transfer_id=%s", prefill.url, decode, to_prefill["transfer_id"]
         )
-        self._relay(post(decode, self.path, decode_body(body, to_decode)))
+        self._relay(post(decode, self.path, decode_body(body, to_decode)), decode)
         thread.join(TIMEOUT_S)
         status = outcome.get("prefill", (0, {}))[0]
         if status != 200:
             logger.warning("transfer %s: prefill answered %s", to_prefill["transfer_id"], status)
 
     def _relay(
-        self, response: http.client.HTTPResponse, headers: dict[str, str] | None = None
+        self,
+        response: http.client.HTTPResponse,
+        peer: str,
+        headers: dict[str, str] | None = None,
     ) -> None:
-        """Stream an upstream response to the client (chunked), with extra `headers`."""
+        """Stream `peer`'s response to the client (chunked), with extra `headers`.
+
+        When `peer` stops mid-response (killed: `IncompleteRead`, a reset), one line names it;
+        the client gets an error event (an event stream) and a response that never completes
+        (no last chunk, connection closed): no client takes the cut output for a whole one. A
+        client gone mid-response ends the relay quietly.
+        """
         self.send_response(response.status)
-        self.send_header("Content-Type", response.getheader("Content-Type", "application/json"))
+        content_type = response.getheader("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        for chunk in _chunks(response):
-            self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-            self.wfile.flush()
-        self.wfile.write(b"0\r\n\r\n")
+        sent = 0
+        try:
+            for chunk in _chunks(response, peer):
+                self._write_chunk(chunk)
+                sent += len(chunk)
+            self._write_chunk(b"")
+        except UpstreamError as exc:
+            cause = exc.__cause__
+            logger.warning(
+                "%s: %s stopped after %d bytes of its answer (%r); the client's request ends "
+                "with an error", self.path, peer, sent, cause,
+            )  # fmt: skip
+            self._end_cut(content_type, f"upstream {exc} after {sent} bytes")
+        except OSError as exc:  # the client is gone
+            logger.debug("%s: client gone mid-response: %s", self.path, exc)
+            self.close_connection = True
+
+    def _write_chunk(self, chunk: bytes) -> None:
+        """One chunk of a chunked body; the empty chunk ends the body."""
+        tail = b"\r\n" if chunk else b"\r\n\r\n"
+        self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + tail)
         self.wfile.flush()
+
+    def _end_cut(self, content_type: str, reason: str) -> None:
+        """An error event (vLLM's shape) for an event stream; close without the last chunk."""
+        self.close_connection = True
+        if not content_type.startswith("text/event-stream"):
+            return
+        event = {"error": {"message": reason, "type": "BadGateway", "code": 502}}
+        try:
+            self._write_chunk(f"data: {json.dumps(event)}\n\n".encode())
+        except OSError:  # the client is gone too
+            return
 
     def _send_json(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
@@ -269,9 +328,13 @@ class ProxyHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def _chunks(response: http.client.HTTPResponse) -> Iterator[bytes]:
+def _chunks(response: http.client.HTTPResponse, peer: str) -> Iterator[bytes]:
+    """The response body as it arrives; `UpstreamError` naming `peer` when it is cut short."""
     while True:
-        chunk = response.read1(CHUNK_BYTES)
+        try:
+            chunk = response.read1(CHUNK_BYTES)
+        except UPSTREAM_ERRORS as exc:
+            raise UpstreamError(peer, exc) from exc
         if not chunk:
             return
         yield chunk
