@@ -18,7 +18,8 @@ front end (6 in all), 36 prompts sharing 6 prefixes (64-256 tokens, plus 16-160 
 start. Faults (`soaklib/faults.py`) run on two tracks, P/D and pool, each kind at least once.
 
 Checked while it runs and at the end, into the JSON (`soaklib/report.py` states the bounds):
-no request hangs; every output equals its reference; KV cache usage returns to idle; resident
+no request hangs; every output equals its reference; KV cache usage returns to idle; the pool
+holds no lease once traffic stopped (`soaklib/leases.py`); resident
 memory grows at most 5% over the second half; no token gap above the step bound; few log lines
 per fault. Exit status: 0 when every invariant holds, 1 when one fails, 2 when the run could
 not start. The plot needs matplotlib (else `soaklib/plot.py` draws the JSON later).
@@ -45,6 +46,7 @@ from netns import probe  # noqa: E402
 from run_info import run_info  # noqa: E402
 from soaklib.configs import make_servers  # noqa: E402
 from soaklib.faults import TRACKS, Track, hold_s  # noqa: E402
+from soaklib.leases import LEASE_TTL_S, pool_holds  # noqa: E402
 from soaklib.load import Load, make_prompts, records_json, reference_outputs  # noqa: E402
 from soaklib.monitor import Monitor, read_metrics  # noqa: E402
 from soaklib.parts import Pool, Proxy, Server, wait_all, write_json  # noqa: E402
@@ -163,8 +165,13 @@ def soak(args: Any, run: Run) -> dict[str, Any]:
     final = settle(run)
     monitor.sample()
     monitor.stop()
+    # Leases run out one TTL after the last read: that long after traffic stopped.
+    holds = pool_holds(run.pool, max(0.0, LEASE_TTL_S + 2.0 - (time.perf_counter() - t0 - end)))
+    log(f"pool after one lease TTL: {holds}")
     faults = sorted((f for t in tracks for f in t.faults), key=lambda f: f.start)
     summary = summarise(load.records, monitor.samples, faults, final, end, len(load.in_flight))
+    summary["pool_holds"] = holds
+    summary["invariants"]["pool_holds_no_lease"] = {"ok": holds["held"] == 0, "detail": holds}
     summary["track_errors"] = {t.track: repr(t.error) for t in tracks if t.error}
     summary["series"] = series(load.records, monitor.samples, end, 10.0 if minutes > 5 else 5.0)
     summary["samples"] = monitor.samples
