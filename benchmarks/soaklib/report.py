@@ -22,8 +22,9 @@ STEP_BOUND_S = 5.0
 RSS_GROWTH_PCT = 5.0
 LOG_LINES_PER_FAULT = 40
 LOG_LINES_PER_MINUTE = 12  # two peers, each with a line per 10 s
-TRACK_TARGET = {"pd": "pd", "pool": "pool"}
-TRACK_ENGINE = {"pd": "decode", "pool": "pool"}
+TRACK_TARGET = {"pd": "pd", "pool": "pool", "layerwise": "layerwise"}
+TRACK_ENGINE = {"pd": "decode", "pool": "pool", "layerwise": "lw_decode"}
+TARGETS = ("pd", "pool", "offload")  # always in the report; "layerwise" when it ran
 
 
 def _counter_delta(new: float | None, old: float | None) -> float:
@@ -149,10 +150,9 @@ def summarise(
         _recovery(fault, records, samples)
     leaked, leak_detail = _leaks(final)
     rss = _rss(samples, end)
-    gaps = {
-        t: max((r.max_gap for r in records if r.target == t), default=0.0) for t in TRACK_TARGET
-    }
-    gaps.update({"offload": max((r.max_gap for r in records if r.target == "offload"), default=0)})
+    gaps = {t: max((r.max_gap for r in records if r.target == t), default=0.0) for t in TARGETS}
+    if any(r.target == "layerwise" for r in records):
+        gaps["layerwise"] = max(r.max_gap for r in records if r.target == "layerwise")
     summary = {
         "requests_ok": sum(r.ok for r in records),
         "requests_failed": sum(not r.ok and not r.hung and not r.wrong for r in records),
