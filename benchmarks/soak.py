@@ -198,8 +198,17 @@ def soak(args: Any, run: Run) -> dict[str, Any]:
     holds = pool_holds(run.pool, max(0.0, LEASE_TTL_S + 2.0 - (time.perf_counter() - t0 - end)))
     log(f"pool after one lease TTL: {holds}")
     faults = sorted([*(f for t in tracks for f in t.faults), *phase_faults], key=lambda f: f.start)
-    summary = summarise(records, monitor.samples, faults, final, end, len(load.in_flight))
+    # A pair idle until its short phase: its growth there is its warm-up, not a trend.
+    unjudged = ("lw_prefill", "lw_decode", "lw_proxy") if run.layerwise == "phase" else ()
+    summary = summarise(records, monitor.samples, faults, final, end, len(load.in_flight), unjudged)
     summary["layerwise"] = run.layerwise
+    loads = sorted(s["load1"] for s in monitor.samples if "load1" in s)
+    if loads:
+        summary["load_average_1m_during"] = {
+            "min": round(loads[0], 1),
+            "median": round(loads[len(loads) // 2], 1),
+            "max": round(loads[-1], 1),
+        }
     summary["pool_holds"] = holds
     summary["invariants"]["pool_holds_no_lease"] = {"ok": holds["held"] == 0, "detail": holds}
     summary["track_errors"] = {t.track: repr(t.error) for t in tracks if t.error}
