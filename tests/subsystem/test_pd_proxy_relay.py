@@ -1,4 +1,5 @@
-"""`examples/pd_proxy.py` when a decode instance dies in the middle of its answer.
+"""`examples/pd_proxy.py` when a decode instance dies in the middle of its answer, and its log
+lines about failing instances.
 
 The proxy runs in this process; the prefill and decode instances are small HTTP servers that
 answer as vLLM's do, the decode one closing its connection after its first event (what a
@@ -22,11 +23,14 @@ from typing import Any
 
 import pytest
 
-PROXY_PATH = Path(__file__).resolve().parents[2] / "examples" / "pd_proxy.py"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+PROXY_PATH = EXAMPLES / "pd_proxy.py"
 FIRST_EVENT = b'data: {"choices": [{"text": "Hello"}]}\n\n'
 
 
 def load_proxy() -> Any:
+    if str(EXAMPLES) not in sys.path:  # its sibling `pd_proxy_upstream`, as when run as a script
+        sys.path.insert(0, str(EXAMPLES))
     spec = importlib.util.spec_from_file_location("pd_proxy_under_test", PROXY_PATH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -109,4 +113,45 @@ def test_a_decode_dying_mid_stream_ends_the_request_with_an_error_and_one_line(
     assert decode in error["message"] and error["code"] == 502
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and decode in warnings[0], warnings
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_failures_of_one_instance_cost_one_line_per_interval_and_one_on_recovery(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load_proxy()
+    import pd_proxy_upstream
+
+    clock = [100.0]
+    monkeypatch.setattr(pd_proxy_upstream.time, "monotonic", lambda: clock[0])
+    peers = pd_proxy_upstream.PeerLog(interval_s=10.0)
+    with caplog.at_level(logging.DEBUG, logger="pd_proxy"):
+        for _ in range(50):  # a decode restarting: every request is refused
+            peers.failed("http://decode:1", "upstream failed: http://decode:1: refused")
+            clock[0] += 0.1
+        peers.failed("http://other:2", "upstream failed: http://other:2: refused")
+        clock[0] += 10.0
+        peers.failed("http://decode:1", "upstream failed: http://decode:1: refused")
+        peers.answered("http://decode:1")
+        peers.answered("http://decode:1")  # answering as usual: nothing to say
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "upstream failed: http://decode:1: refused",
+        "upstream failed: http://other:2: refused",
+        "upstream failed: http://decode:1: refused (and 49 more since the last such line)",
+        "http://decode:1 answers again",
+    ]
+
+
+def test_a_client_that_resets_its_connection_leaves_no_traceback(
+    proxy_url: tuple[str, str], capfd: pytest.CaptureFixture[str]
+) -> None:
+    import struct
+    import time
+
+    host, port = proxy_url[0].removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\n")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    time.sleep(0.5)  # the proxy's thread reads, gets the reset, and ends
     assert "Traceback" not in capfd.readouterr().err
