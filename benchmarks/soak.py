@@ -15,10 +15,13 @@ network-namespace host) with an engine using `AscendStoreConnector`; an engine u
 Load: vLLM's own benchmark request function (`vllm.benchmarks.lib`), 2 requests in flight per
 front end (6 in all), 36 prompts sharing 6 prefixes (64-256 tokens, plus 16-160 of their own),
 8-32 tokens out, greedy. Each prompt's reference output comes from a plain engine, once, at the
-start. Faults (`soaklib/faults.py`) run on two tracks, P/D and pool, each kind at least once.
+start. Faults (`soaklib/faults.py`) run on two tracks, P/D and pool, each kind at least once;
+the layerwise P/D pair's late push runs beside them or in a phase of its own after the main
+traffic (`soaklib/layerwise.py`, `--layerwise`).
 
 Checked while it runs and at the end, into the JSON (`soaklib/report.py` states the bounds):
-no request hangs; every output equals its reference; KV cache usage returns to idle; resident
+no request hangs; every output equals its reference; KV cache usage returns to idle; the pool
+holds no lease once traffic stopped (`soaklib/leases.py`); resident
 memory grows at most 5% over the second half; no token gap above the step bound; few log lines
 per fault. Exit status: 0 when every invariant holds, 1 when one fails, 2 when the run could
 not start. The plot needs matplotlib (else `soaklib/plot.py` draws the JSON later).
@@ -43,8 +46,10 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "tests" / "e2e"), str(HERE.parent)]
 
 from netns import probe  # noqa: E402
 from run_info import run_info  # noqa: E402
-from soaklib.configs import make_servers  # noqa: E402
-from soaklib.faults import TRACKS, Track, hold_s  # noqa: E402
+from soaklib.configs import layerwise_servers, make_servers  # noqa: E402
+from soaklib.faults import LAYERWISE_TRACK, TRACKS, Track, hold_s  # noqa: E402
+from soaklib.layerwise import placement, run_phase  # noqa: E402
+from soaklib.leases import LEASE_TTL_S, pool_holds  # noqa: E402
 from soaklib.load import Load, make_prompts, records_json, reference_outputs  # noqa: E402
 from soaklib.monitor import Monitor, read_metrics  # noqa: E402
 from soaklib.parts import Pool, Proxy, Server, wait_all, write_json  # noqa: E402
@@ -71,6 +76,11 @@ class Run:
         self.prefill, self.decode = self.servers["prefill"], self.servers["decode"]
         self.pool_engine, self.offload = self.servers["pool"], self.servers["offload"]
         self.proxy: Proxy | None = None
+        self.lw_proxy: Proxy | None = None
+        self.layerwise = placement(args.minutes, args.layerwise)
+        if self.layerwise != "off":
+            self.servers.update(layerwise_servers(self.model, logs))
+            self.lw_prefill, self.lw_decode = self.servers["lw_prefill"], self.servers["lw_decode"]
 
     def _model(self) -> Path:
         from tiny_model import build_tiny_llama
@@ -91,24 +101,33 @@ class Run:
         wait_all(list(self.servers.values()))
         self.proxy = Proxy(self.prefill, self.decode, self.logs).start()
         self.stack.callback(self.proxy.close)
+        if self.layerwise != "off":
+            assert self.lw_prefill.kv_config is not None
+            side_channel = f"127.0.0.1:{self.lw_prefill.kv_config['kv_port']}"
+            self.lw_proxy = Proxy(self.lw_prefill, self.lw_decode, self.logs, side_channel)
+            self.stack.callback(self.lw_proxy.start().close)
         return refs
 
     def targets(self) -> dict[str, str]:
         assert self.proxy is not None
-        return {"pd": self.proxy.url, "pool": self.pool_engine.url, "offload": self.offload.url}
+        targets = {"pd": self.proxy.url, "pool": self.pool_engine.url, "offload": self.offload.url}
+        if self.layerwise == "beside":
+            assert self.lw_proxy is not None
+            targets["layerwise"] = self.lw_proxy.url
+        return targets
 
     def engines(self) -> dict[str, str]:
         return {name: server.url for name, server in self.servers.items()}
 
     def processes(self) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
-        for part in [*self.servers.values(), self.proxy, self.pool]:
+        for part in [*self.servers.values(), self.proxy, self.lw_proxy, self.pool]:
             if part is not None:
                 out.update(part.processes())
         return out
 
     def log_files(self) -> list[Path]:
-        parts = [*self.servers.values(), self.proxy, self.pool]
+        parts = [*self.servers.values(), self.proxy, self.lw_proxy, self.pool]
         return [p for part in parts if part is not None for p in part.logs()]
 
 
@@ -149,26 +168,55 @@ def soak(args: Any, run: Run) -> dict[str, Any]:
     monitor = Monitor(run.engines(), run.processes, t0).start()
     load.start()
     recovery = max(8.0, 30.0 * min(1.0, minutes / 30))
+    names = [*TRACKS, *(LAYERWISE_TRACK if run.layerwise == "beside" else ())]
     tracks = [
         Track(name, run, minutes=minutes, seed=args.seed, t0=t0, deadline=minutes * 60 - 20,
               recovery_s=recovery, on_event=log, logs=run.log_files)
-        for name in TRACKS
+        for name in names
     ]  # fmt: skip
     for track in tracks:
         track.start()
     watch(load, tracks, t0, minutes * 60)
     load.stop()
+    records, phase_faults = list(load.records), []
+    phase_error = None
+    if run.layerwise == "phase":
+        try:  # the main run's figures stand whatever happens here
+            phase_records, phase_faults = run_phase(
+                run, str(run.model), prompts, refs, seed=args.seed, t0=t0, on_event=log
+            )
+            records += phase_records
+        except Exception as exc:
+            phase_error = repr(exc)
+            log(f"layerwise phase failed: {phase_error}")
     end = time.perf_counter() - t0
     log(f"traffic stopped after {end:.0f} s; waiting for the engines to go idle")
     final = settle(run)
     monitor.sample()
     monitor.stop()
-    faults = sorted((f for t in tracks for f in t.faults), key=lambda f: f.start)
-    summary = summarise(load.records, monitor.samples, faults, final, end, len(load.in_flight))
+    # Leases run out one TTL after the last read: that long after traffic stopped.
+    holds = pool_holds(run.pool, max(0.0, LEASE_TTL_S + 2.0 - (time.perf_counter() - t0 - end)))
+    log(f"pool after one lease TTL: {holds}")
+    faults = sorted([*(f for t in tracks for f in t.faults), *phase_faults], key=lambda f: f.start)
+    # A pair idle until its short phase: its growth there is its warm-up, not a trend.
+    unjudged = ("lw_prefill", "lw_decode", "lw_proxy") if run.layerwise == "phase" else ()
+    summary = summarise(records, monitor.samples, faults, final, end, len(load.in_flight), unjudged)
+    summary["layerwise"] = run.layerwise
+    loads = sorted(s["load1"] for s in monitor.samples if "load1" in s)
+    if loads:
+        summary["load_average_1m_during"] = {
+            "min": round(loads[0], 1),
+            "median": round(loads[len(loads) // 2], 1),
+            "max": round(loads[-1], 1),
+        }
+    summary["pool_holds"] = holds
+    summary["invariants"]["pool_holds_no_lease"] = {"ok": holds["held"] == 0, "detail": holds}
     summary["track_errors"] = {t.track: repr(t.error) for t in tracks if t.error}
-    summary["series"] = series(load.records, monitor.samples, end, 10.0 if minutes > 5 else 5.0)
+    if phase_error is not None:
+        summary["track_errors"]["layerwise_phase"] = phase_error
+    summary["series"] = series(records, monitor.samples, end, 10.0 if minutes > 5 else 5.0)
     summary["samples"] = monitor.samples
-    summary["records"] = records_json(load.records)
+    summary["records"] = records_json(records)
     summary["holds_s"] = {
         k: hold_s(k, minutes) for k in ("prefill_stop", "pool_link_down", "master_stop")
     }
@@ -183,6 +231,12 @@ def parse_args(argv: list[str] | None = None) -> Any:
     parser.add_argument("--json", type=Path, default=RESULTS / "soak.json", help="summary")
     parser.add_argument("--plot", type=Path, default=None, help="PNG of the run (matplotlib)")
     parser.add_argument("--logs", type=Path, default=None, help="log folder (default: temp)")
+    parser.add_argument(
+        "--layerwise", choices=("auto", "beside", "phase", "off"), default="auto",
+        help="the layerwise P/D pair and its late-push fault: beside the others, in a phase "
+        "of its own after the main traffic, or not at all (auto: beside when the machine has "
+        "the cores and memory, else a phase; off for runs under 5 minutes)",
+    )  # fmt: skip
     return parser.parse_args(argv)
 
 

@@ -13,10 +13,13 @@ sharing a fresh `transfer_id`; the decode request names the prefill instance's s
 as it is computed.
 
 Parameters are made per request and never reused. `/v1/models`, `/tokenize` and `/detokenize`
-go to a decode instance unchanged. In pull mode the prefill instance's prefix hits (tokens) reach
-the client as the `X-Prefill-Cached-Tokens` response header; the response's own
-`usage.prompt_tokens_details.cached_tokens` is the decode instance's (tokens it did not compute:
-local hits plus tokens loaded). Standard library only.
+go to a decode instance unchanged. An instance that fails is logged by `PeerLog` (one line when
+it starts failing, then at most one per 10 s, one when it answers again), and an answer cut
+short ends the client's request with an error, never as a whole response. In pull mode the
+prefill instance's prefix hits (tokens) reach the client as the `X-Prefill-Cached-Tokens`
+response header; the response's own `usage.prompt_tokens_details.cached_tokens` is the decode
+instance's (tokens it did not compute: local hits plus tokens loaded). Standard library only;
+`pd_proxy_upstream.py` beside it talks to the instances.
 
 Usage::
 
@@ -39,11 +42,12 @@ import logging
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
+
+# The sibling module (found beside this file when it runs as a script).
+from pd_proxy_upstream import PeerLog, UpstreamError, chunks, post, post_json, send
 
 logger = logging.getLogger("pd_proxy")
 
@@ -52,8 +56,7 @@ ROUTES = ("/v1/completions", "/v1/chat/completions")
 # clients such as `vllm bench serve` ask before they send requests.
 PASSTHROUGH_GET = ("/v1/models",)
 PASSTHROUGH_POST = ("/tokenize", "/detokenize")
-TIMEOUT_S = 600.0
-CHUNK_BYTES = 64 * 1024
+TIMEOUT_S = 600.0  # the layerwise prefill's wait (the upstream calls have their own)
 # The prefill instance's own prefix hits (tokens), on each pull-mode answer that has them.
 PREFILL_CACHED_HEADER = "X-Prefill-Cached-Tokens"
 
@@ -111,28 +114,6 @@ def layerwise_params(prefill: Prefill) -> tuple[dict[str, Any], dict[str, Any]]:
     )
 
 
-def post(url: str, path: str, body: dict[str, Any]) -> http.client.HTTPResponse:
-    """POST JSON; returns the open response (the caller reads or streams it)."""
-    return send(url, "POST", path, json.dumps(body).encode())
-
-
-def send(url: str, method: str, path: str, data: bytes | None) -> http.client.HTTPResponse:
-    """One request (JSON body, if any); returns the open response."""
-    parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=TIMEOUT_S)
-    conn.request(method, path, data, {"Content-Type": "application/json"})
-    return conn.getresponse()
-
-
-def post_json(url: str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    response = post(url, path, body)
-    data = response.read()
-    try:
-        return response.status, json.loads(data or b"{}")
-    except json.JSONDecodeError:
-        return response.status, {"error": data.decode(errors="replace")}
-
-
 class Router:
     """Round-robin choice of instances; thread-safe."""
 
@@ -184,17 +165,20 @@ class ProxyHandler(BaseHTTPRequestHandler):
                 self._layerwise(body)
             else:
                 self._pull(body)
-        except OSError as exc:
-            logger.warning("%s: upstream failed: %s", self.path, exc)
-            self._send_json(502, {"error": f"upstream failed: {exc}"})
+        except UpstreamError as exc:
+            self._upstream_failed(exc)
+
+    def _upstream_failed(self, exc: UpstreamError) -> None:
+        """An instance failed before the answer began: a 502 naming it (and `PeerLog`)."""
+        self.server.peers.failed(exc.peer, f"{self.path}: upstream failed: {exc}")
+        self._send_json(502, {"error": f"upstream failed: {exc}"})
 
     def _pass_through(self, method: str, data: bytes | None) -> None:
         _, decode = self.server.router.pick()
         try:
-            self._relay(send(decode, method, self.path, data))
-        except OSError as exc:
-            logger.warning("%s: upstream failed: %s", self.path, exc)
-            self._send_json(502, {"error": f"upstream failed: {exc}"})
+            self._relay(send(decode, method, self.path, data), decode)
+        except UpstreamError as exc:
+            self._upstream_failed(exc)
 
     def _pull(self, body: dict[str, Any]) -> None:
         prefill, decode = self.server.router.pick()
@@ -204,6 +188,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
         if status != 200:
             self._send_json(status, answer)
             return
+        self.server.peers.answered(prefill.url)
         params = answer.get("kv_transfer_params")
         if not params:
             self._send_json(502, {"error": "the prefill instance returned no kv_transfer_params"})
@@ -218,7 +203,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
             prefill_cached,
         )
         headers = {} if prefill_cached is None else {PREFILL_CACHED_HEADER: str(prefill_cached)}
-        self._relay(post(decode, self.path, decode_body(body, params)), headers)
+        self._relay(post(decode, self.path, decode_body(body, params)), decode, headers)
 
     def _layerwise(self, body: dict[str, Any]) -> None:
         prefill, decode = self.server.router.pick()
@@ -230,7 +215,7 @@ class ProxyHandler(BaseHTTPRequestHandler):
                 outcome["prefill"] = post_json(
                     prefill.url, self.path, prefill_body(body, to_prefill)
                 )
-            except OSError as exc:
+            except UpstreamError as exc:
                 outcome["prefill"] = (502, {"error": str(exc)})
 
         thread = threading.Thread(target=run_prefill, daemon=True)
@@ -238,27 +223,61 @@ class ProxyHandler(BaseHTTPRequestHandler):
         logger.info(
             "prefill %s + decode %s: transfer_id=%s", prefill.url, decode, to_prefill["transfer_id"]
         )
-        self._relay(post(decode, self.path, decode_body(body, to_decode)))
+        self._relay(post(decode, self.path, decode_body(body, to_decode)), decode)
         thread.join(TIMEOUT_S)
         status = outcome.get("prefill", (0, {}))[0]
         if status != 200:
             logger.warning("transfer %s: prefill answered %s", to_prefill["transfer_id"], status)
 
     def _relay(
-        self, response: http.client.HTTPResponse, headers: dict[str, str] | None = None
+        self,
+        response: http.client.HTTPResponse,
+        peer: str,
+        headers: dict[str, str] | None = None,
     ) -> None:
-        """Stream an upstream response to the client (chunked), with extra `headers`."""
+        """Stream `peer`'s response to the client (chunked), with extra `headers`. When `peer`
+        stops mid-response (killed: `IncompleteRead`, a reset), the client gets an error event
+        (an event stream) and a response that never completes (no last chunk, connection
+        closed): no client takes the cut output for a whole one."""
         self.send_response(response.status)
-        self.send_header("Content-Type", response.getheader("Content-Type", "application/json"))
+        content_type = response.getheader("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        for chunk in _chunks(response):
-            self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-            self.wfile.flush()
-        self.wfile.write(b"0\r\n\r\n")
+        sent = 0
+        try:
+            for chunk in chunks(response, peer):
+                self._write_chunk(chunk)
+                sent += len(chunk)
+            self._write_chunk(b"")
+            self.server.peers.answered(peer)
+        except UpstreamError as exc:
+            self.server.peers.failed(peer, (
+                f"{self.path}: {peer} stopped after {sent} bytes of its answer "
+                f"({exc.__cause__!r}); the client's request ends with an error"))  # fmt: skip
+            self._end_cut(content_type, f"upstream {exc} after {sent} bytes")
+        except OSError as exc:  # the client is gone
+            logger.debug("%s: client gone mid-response: %s", self.path, exc)
+            self.close_connection = True
+
+    def _write_chunk(self, chunk: bytes) -> None:
+        """One chunk of a chunked body; the empty chunk ends the body."""
+        tail = b"\r\n" if chunk else b"\r\n\r\n"
+        self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + tail)
         self.wfile.flush()
+
+    def _end_cut(self, content_type: str, reason: str) -> None:
+        """An error event (vLLM's shape) for an event stream; close without the last chunk."""
+        self.close_connection = True
+        if not content_type.startswith("text/event-stream"):
+            return
+        event = {"error": {"message": reason, "type": "BadGateway", "code": 502}}
+        try:
+            self._write_chunk(f"data: {json.dumps(event)}\n\n".encode())
+        except OSError:  # the client is gone too
+            return
 
     def _send_json(self, status: int, payload: dict[str, Any]) -> None:
         data = json.dumps(payload).encode()
@@ -269,14 +288,6 @@ class ProxyHandler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-def _chunks(response: http.client.HTTPResponse) -> Iterator[bytes]:
-    while True:
-        chunk = response.read1(CHUNK_BYTES)
-        if not chunk:
-            return
-        yield chunk
-
-
 class ProxyServer(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -284,6 +295,14 @@ class ProxyServer(ThreadingHTTPServer):
         super().__init__(address, ProxyHandler)
         self.router = router
         self.layerwise = layerwise
+        self.peers = PeerLog()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that resets its connection is no error of ours: no traceback."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            logger.debug("client %s reset its connection", client_address)
+            return
+        super().handle_error(request, client_address)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

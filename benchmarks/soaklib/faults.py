@@ -7,7 +7,10 @@ Two tracks run side by side, each on its own parts, so one run fits every kind:
   `pool_client_kill` (the standalone `mooncake_client` SIGKILLed, restarted empty under the same
   name), `master_kill` (restart on the same ports), `master_stop` (SIGSTOP, SIGCONT after the
   hold), `pool_engine_restart` (the AscendStoreConnector engine SIGKILLed and started again
-  while its prefixes sit in the pool: its new instance must hit them).
+  while its prefixes sit in the pool: its new instance must hit them);
+- `layerwise` (only with the layerwise P/D pair, `layerwise.py`): `layerwise_late_push` (the
+  layerwise prefill SIGSTOPped `LATE_PUSH_S`: requests it prefills get their layers that late,
+  while the decode runs the others).
 
 Each track shuffles its kinds with the run's seed, runs the whole list once whatever the time,
 then more rounds while they fit before the deadline; every fault is followed by a quiet
@@ -29,7 +32,7 @@ from typing import Any
 
 from .logs import log_lines_since, log_offsets
 
-__all__ = ["HOLD_S", "KINDS", "Fault", "Track", "hold_s"]
+__all__ = ["HOLD_S", "KINDS", "LAYERWISE_TRACK", "Fault", "Track", "hold_s"]
 
 FULL_MINUTES = 30.0
 HOLD_S = {"prefill_stop": 20.0, "pool_link_down": 30.0, "master_stop": 45.0}
@@ -46,6 +49,10 @@ TRACKS = {
     ),
 }
 KINDS = tuple(k for kinds in TRACKS.values() for k in kinds)
+# The layerwise P/D pair's track, run only when the soak has the pair (`layerwise.py`): its
+# prefill stopped `LATE_PUSH_S`, so its layer pushes reach the decode that late.
+LAYERWISE_TRACK = {"layerwise": ("layerwise_late_push",)}
+LATE_PUSH_S = 3.0
 # Rough seconds a fault takes, to decide whether one more round fits before the deadline.
 _COST_S = {"prefill_kill": 60.0, "decode_kill": 60.0, "pool_engine_restart": 60.0}
 
@@ -136,7 +143,16 @@ def actions(parts: Any, minutes: float) -> dict[str, tuple[str, Callable[[], flo
             ),
         ),
         "pool_engine_restart": (parts.pool_engine.url, _kill_restart(parts.pool_engine)),
+        **_late_push(getattr(parts, "lw_prefill", None)),
     }
+
+
+def _late_push(prefill: Any) -> dict[str, tuple[str, Callable[[], float]]]:
+    if prefill is None:
+        return {}
+    stop, cont = signal.SIGSTOP, signal.SIGCONT
+    late = _hold(lambda: prefill.signal(stop), lambda: prefill.signal(cont), LATE_PUSH_S)
+    return {"layerwise_late_push": (prefill.url, late)}
 
 
 class Track(threading.Thread):
@@ -185,7 +201,7 @@ class Track(threading.Thread):
             self.stop_event.wait(self.rng.uniform(1.0, 1.5) * max(20.0, self.recovery_s))
             first = True
             while not self.stop_event.is_set():
-                kinds = list(TRACKS[self.track])
+                kinds = list({**TRACKS, **LAYERWISE_TRACK}[self.track])
                 self.rng.shuffle(kinds)
                 for kind in kinds:
                     cost = _COST_S.get(kind, 30.0) + self.recovery_s

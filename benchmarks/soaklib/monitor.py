@@ -8,6 +8,7 @@ that does not answer within `METRICS_TIMEOUT_S` (stopped, restarting) is `None` 
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -104,7 +105,8 @@ class Monitor:
         t = time.perf_counter() - self.t0
         metrics = {name: read_metrics(url) for name, url in self.engines.items()}
         rss = {name: rss_kb(pids) for name, pids in self.processes().items() if pids}
-        entry = {"t": round(t, 2), "engines": metrics, "rss_kb": rss}
+        # The machine's load (other jobs share it): beside each sample, for the report.
+        entry = {"t": round(t, 2), "engines": metrics, "rss_kb": rss, "load1": os.getloadavg()[0]}
         self.samples.append(entry)
         return entry
 

@@ -136,6 +136,7 @@ class Server(_Restartable):
     ) -> None:
         super().__init__(logs)
         self.name = name
+        self.kv_config = kv_config
         self.port = free_port()
         self.argv = serve_argv(model, self.port, kv_config, MAX_MODEL_LEN)
         self.argv += ["--num-gpu-blocks-override", str(blocks)]
@@ -162,17 +163,23 @@ class Server(_Restartable):
 
 
 class Proxy(_Restartable):
-    """`examples/pd_proxy.py` on a free port in front of `prefill` and `decode`."""
+    """`examples/pd_proxy.py` on a free port in front of `prefill` and `decode` (layerwise
+    mode when `prefill_kv`, the prefill's side channel `HOST:PORT`, is given)."""
 
     name = "proxy"
 
-    def __init__(self, prefill: Server, decode: Server, logs: Path) -> None:
+    def __init__(
+        self, prefill: Server, decode: Server, logs: Path, prefill_kv: str | None = None
+    ) -> None:
         super().__init__(logs)
         self.port = free_port()
         self.argv = [
             sys.executable, str(REPO_ROOT / "examples" / "pd_proxy.py"), "--port", str(self.port),
             "--prefill", prefill.url, "--decode", decode.url,
         ]  # fmt: skip
+        if prefill_kv is not None:
+            self.name = "lw_proxy"
+            self.argv += ["--layerwise", "--prefill-kv", prefill_kv]
 
     @property
     def url(self) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 __all__ = ["plot"]
 
-_COLOURS = {"pd": "tab:orange", "pool": "tab:purple"}
+_COLOURS = {"pd": "tab:orange", "pool": "tab:purple", "layerwise": "tab:green"}
 
 
 def plot(summary: dict[str, Any], out: Path) -> Path:
@@ -52,7 +52,7 @@ def plot(summary: dict[str, Any], out: Path) -> Path:
     for fault in summary["faults"]:
         axes[0].annotate(fault["kind"], (fault["start"] / 60, 0), rotation=90, fontsize=6,
                          va="bottom", xycoords=("data", "axes fraction"))  # fmt: skip
-    axes[-1].set_xlabel("minutes (shaded: fault windows; orange P/D, purple pool)")
+    axes[-1].set_xlabel("minutes (shaded: fault windows; orange P/D, purple pool, green layerwise)")
     fig.suptitle(_title(summary))
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,7 @@ the records, samples and metrics that break it, and only on those (no engine sta
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -101,3 +102,57 @@ def test_log_lines_count_new_lines_of_known_logs_only(tmp_path: Path) -> None:
     new.write_text("WARNING start-up chatter of a new instance\n", encoding="utf-8")
     lines = log_lines_since(offsets, [old, new])
     assert (lines["ours"], lines["mooncake"]) == (1, 1)
+
+
+def test_the_layerwise_pair_runs_apart_on_a_small_machine_and_not_in_short_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from soaklib import layerwise
+
+    monkeypatch.setattr(layerwise, "_available_gb", lambda: 64.0)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert layerwise.placement(30, "auto") == "phase"
+    assert layerwise.placement(2, "auto") == "off"  # the CI sample keeps its length
+    assert layerwise.placement(2, "phase") == "phase"
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    assert layerwise.placement(30, "auto") == "beside"
+
+
+def test_the_late_push_fault_stops_the_layerwise_prefill_for_its_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import signal
+    import time
+    from types import SimpleNamespace
+
+    from soaklib import faults
+
+    sent: list[tuple[signal.Signals, float]] = []
+    prefill = SimpleNamespace(url="http://lw", signal=lambda s: sent.append((s, time.monotonic())))
+    part = SimpleNamespace(url="http://x", signal=lambda s: None)
+    net = {"pool": SimpleNamespace(address="a")}
+    pool = SimpleNamespace(network=net, address="m", client=part, master=part)
+    parts = SimpleNamespace(prefill=part, decode=part, pool_engine=part, pool=pool)
+    assert "layerwise_late_push" not in faults.actions(parts, 30)  # no pair, no such fault
+    monkeypatch.setattr(faults, "LATE_PUSH_S", 0.2)
+    peer, action = faults.actions(SimpleNamespace(**vars(parts), lw_prefill=prefill), 30)[
+        "layerwise_late_push"
+    ]
+    assert peer == "http://lw"
+    action()
+    assert [s for s, _ in sent] == [signal.SIGSTOP, signal.SIGCONT]
+    assert sent[1][1] - sent[0][1] >= 0.2
+
+
+def test_a_phase_pair_is_reported_for_memory_but_not_judged() -> None:
+    growing = [100_000, 104_000, 108_000, 112_000, 116_000, 120_000]
+    run = samples([100_000] * 5 + growing, [0.0] * 11)
+    for sample in run:
+        sample["rss_kb"]["lw_prefill#1"] = sample["rss_kb"].pop("pool#1")
+    records = [record("layerwise", 50, max_gap=0.3)]
+    judged = summarise(records, run, [], {"pool": IDLE}, end=100.0, still_open=0)
+    apart = summarise(records, run, [], {"pool": IDLE}, 100.0, 0, ("lw_prefill",))
+    assert not judged["invariants"]["rss_growth_bounded"]["ok"]
+    assert apart["invariants"]["rss_growth_bounded"]["ok"]
+    assert apart["rss_second_half"]["lw_prefill#1"]["growth_pct"] > 5.0  # still reported
+    assert apart["max_token_gap_s"]["layerwise"] == 0.3

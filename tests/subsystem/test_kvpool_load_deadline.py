@@ -215,3 +215,56 @@ def test_a_hung_load_fails_at_its_deadline_and_its_late_result_is_dropped(
     finally:
         delaying.release.set()
         worker.shutdown()
+
+
+def test_a_hung_synchronous_load_holds_the_step_at_most_its_bound_and_its_blocks_until_it_returns(
+    vllm_config: Any, master: MooncakeMaster, delaying: DelayingBackend
+) -> None:
+    # A pool host cut off the network: the store's get waits for its own transfer timeouts
+    # (Mooncake: seconds). The step waits `sync_load_timeout_s`, then the blocks fail as load
+    # errors (vLLM recomputes them); the request keeps its blocks until the call returned.
+    import time
+
+    caches = kv_caches()
+    config = AscendStoreConfig.from_extra_config(
+        {"mooncake": master.store_config(), "sync_load_timeout_s": 0.3}
+    )
+    worker = KVPoolWorker(vllm_config, kv_cache_config(), config, backend=delaying, ranks=(0, 0))
+    worker.register_kv_caches(caches)
+    try:
+        hung = ReqMeta("hung", [3, 4], hashes(2))
+        started = time.monotonic()
+        worker.start_load_kv(AscendConnectorMetadata(loads=[hung]))
+        waited = time.monotonic() - started
+        assert delaying.in_get.is_set() and delaying.gets_returned == 0
+        assert waited < 0.3 + 1.0, f"the step waited {waited:.1f} s on a hung store"
+        assert worker.get_block_ids_with_load_errors() == {3, 4}
+        # While that call is stuck, the next step's load is a failure at once (no second call).
+        started = time.monotonic()
+        worker.start_load_kv(AscendConnectorMetadata(loads=[ReqMeta("next", [5], hashes(1))]))
+        assert time.monotonic() - started < 0.3
+        assert worker.get_block_ids_with_load_errors() == {5}
+        assert delaying.gets_started == 1
+        # Finished on the scheduler: "next" never reached the store and is freed at once;
+        # "hung" waits for its store call, which may still write into blocks 3 and 4.
+        assert worker.get_finished({"hung", "next"}) == ({"next"}, None)
+        delaying.release.set()
+        wait_until(lambda: delaying.gets_returned == 1, BOUND_S, lambda: "the call returned")
+        assert poll_sending(worker) == {"hung"}
+    finally:
+        delaying.release.set()
+        worker.shutdown()
+
+
+def poll_sending(worker: KVPoolWorker) -> set[str]:
+    """`finished_sending` of the first `get_finished` call that reports any (fails after
+    `BOUND_S`)."""
+    got: set[str] = set()
+
+    def step() -> bool:
+        sending, _ = worker.get_finished(set())
+        got.update(sending or set())
+        return bool(got)
+
+    wait_until(step, BOUND_S, lambda: "a request reported in finished_sending", 0.02)
+    return got

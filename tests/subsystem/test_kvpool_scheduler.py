@@ -235,6 +235,29 @@ def test_loads_saves_and_delayed_free(scheduler: KVPoolScheduler, store: Mooncak
     assert scheduler.request_finished(other) is False
 
 
+def test_a_synchronous_load_delays_the_free_even_without_saves(
+    scheduler: KVPoolScheduler, store: MooncakeBackend
+) -> None:
+    # Every full prompt block is in the pool: nothing to save. The workers' store call for a
+    # synchronous load may outlast the step's bound and still write into the blocks, so they
+    # are freed only once the workers report it returned; an asynchronous load is waited for
+    # before the request runs, so it needs no hold.
+    for req_id, load_async in (("syncload", False), ("asyncload", True)):
+        scheduler.load_async = load_async
+        req = request(req_id, 2 * BS + 1, seed=250)
+        fill(store, scheduler.db, req.block_hashes[:2])
+        assert scheduler.get_num_new_matched_tokens(req, 0) == (2 * BS, load_async)
+        ids = [50, 51, 52]
+        scheduler.update_state_after_alloc(req, blocks(ids), 2 * BS)
+        out = SchedulerOutput.make_empty()
+        out.scheduled_new_reqs = [NewRequestData.from_request(req, (ids,))]
+        out.num_scheduled_tokens = {req_id: 2 * BS + 1}
+        meta = scheduler.build_connector_meta(out)
+        assert [(m.block_ids, m.is_async) for m in meta.loads] == [([50, 51], load_async)]
+        assert meta.saves == []
+        assert scheduler.request_finished(req) is (not load_async)
+
+
 def test_a_consumer_only_engine_never_saves(
     model_dirs: tuple[Path, Path], master: MooncakeMaster
 ) -> None:

@@ -15,6 +15,8 @@ Modules (each one job):
 - `save_tracker`: the worker's pending saves per request (`SaveTracker`);
 - `load_tracker`: the worker's load errors and deadline-bound asynchronous loads
   (`LoadTracker`);
+- `sync_loads`: the worker's synchronous loads, each waited on for at most
+  `sync_load_timeout_s` (`SyncLoads`);
 - `kv_transfer`: the sending/receiving threads (re-exports the three modules below);
 - `block_layout`: block addresses (`KVCacheLayout`);
 - `pool_guard`: the failure guard (`PoolGuard`, `RateLimitedLog`);

@@ -114,6 +114,13 @@ class AscendStoreConfig:
         _SECONDS,
         default=30.0,
     )
+    sync_load_timeout_s: float = setting(
+        "the longest an engine step waits for its synchronous loads (`load_async` false), "
+        "seconds; blocks not loaded by then fail as load errors (`kv_load_failure_policy` "
+        "applies: recomputed), and the request keeps its blocks until the store call returns",
+        _SECONDS,
+        default=2.0,
+    )
     lookup_timeout_s: float = setting(
         "the longest an engine step waits for the pool's answer to which blocks it holds, "
         "seconds; a lookup past it is a miss and the pool counts as lost until a call is "

@@ -91,6 +91,8 @@ class _RequestState:
     # Prompt blocks below this index are saved, being saved, loaded or skipped.
     saved_upto: int = 0
     has_saves: bool = False
+    # A synchronous load was planned: the workers hold the blocks until its store call returned.
+    has_sync_load: bool = False
 
 
 class KVPoolScheduler:
@@ -241,6 +243,7 @@ class KVPoolScheduler:
         )
         self._load_hashes.update(zip(load.block_ids, load.block_hashes, strict=True))
         self._step_loads.append(load)
+        state.has_sync_load = state.has_sync_load or not load.is_async
 
     def update_connector_output(self, connector_output: KVConnectorOutput) -> None:
         """Remember the blocks the workers failed to load (`invalid_block_ids`) as misses.
@@ -301,10 +304,11 @@ class KVPoolScheduler:
         state.has_saves = True
 
     def request_finished(self, request: Request) -> bool:
-        """Forget the request; True when it had saves (its blocks wait for the workers)."""
+        """Forget the request; True when it had saves or a synchronous load (its blocks wait
+        for the workers' store calls)."""
         self._lookups.pop(request.request_id, None)
         state = self._requests.pop(request.request_id, None)
-        return bool(state is not None and state.has_saves)
+        return bool(state is not None and (state.has_saves or state.has_sync_load))
 
     def take_stats(self) -> AscendStoreStats | None:
         """The scheduler side's counter increases since the last call (vLLM's metrics)."""

@@ -3,9 +3,11 @@
 Each worker stores its own slice of a block (its TP rank's heads, its PP rank's layers) under
 its own key. Per step:
 
-- `start_load_kv`: synchronous loads are read into the KV cache right here, in batched store
-  calls, before the forward pass that needs them; asynchronous loads go to the receiving
-  thread, and the request is reported in `finished_recving` once they are done.
+- `start_load_kv`: synchronous loads are read into the KV cache before the forward pass that
+  needs them, in batched store calls on a loading thread the step waits on for at most
+  `sync_load_timeout_s` (past it the blocks fail as load errors, and their requests keep their
+  blocks until the call returns: it may still write into them); asynchronous loads go to the
+  receiving thread, and the request is reported in `finished_recving` once they are done.
 - `wait_for_save`: the step's saves go to the sending thread, after an event marking the end
   of the forward pass that wrote the blocks. A request with saves keeps its blocks until it
   finished on the scheduler and its saves are done (`get_finished` reports it in
@@ -32,7 +34,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.backend.backend import Backend
-from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.block_io import load_blocks
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.block_layout import KVCacheLayout
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.config_data import (
     AscendStoreConfig,
@@ -49,6 +50,7 @@ from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.stats import Ascen
 from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.step_metadata import (
     AscendConnectorMetadata,
 )
+from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.sync_loads import SyncLoads
 from vllm_ascend.distributed.kv_transfer.utils.connector_stats import StatsRecorder
 from vllm_ascend.distributed.kv_transfer.utils.device import (
     KVDevice,
@@ -123,6 +125,7 @@ class KVPoolWorker:
         self.recorder = StatsRecorder(AscendStoreStats)
         self.saves = SaveTracker(self.recorder, self.guard.log, self.backend.name)
         self.loads = LoadTracker(self.recorder, self.guard.log, config.load_timeout_s)
+        self.sync_loads = SyncLoads(self.backend, self.guard, self.saves, config)
 
     # ---- set-up -----------------------------------------------------------------------------
 
@@ -203,9 +206,8 @@ class KVPoolWorker:
             keys.extend(load_keys)
             block_ids.extend(load.block_ids)
         if keys:
-            failed = load_blocks(
-                self.backend, self.guard, layout, keys, block_ids, self.config.transfer_batch_keys
-            )
+            held = [load.req_id for load in meta.loads if not load.is_async]
+            failed = self.sync_loads.load(layout, keys, block_ids, held)
             self.loads.finish_sync(len(keys), failed)
 
     # ---- saves ------------------------------------------------------------------------------
@@ -281,4 +283,5 @@ class KVPoolWorker:
         for thread in (self.sender, self.recver):
             if thread is not None and not thread.stop(timeout):
                 logger.warning("KV pool: %s did not stop within %.0f s", thread.name, timeout)
+        self.sync_loads.close()
         self.backend.close()

@@ -1,5 +1,8 @@
 """`SaveTracker`: the KV pool worker's queued saves, per request, until they are done.
 
+A synchronous load holds its requests here too (`add`, then `release`): a store call past the
+step's bound may still write into their blocks, so they are not freed before it returned.
+
 A request with saves keeps its blocks until it finished on the scheduler and its saves are
 done (`pop_finished`); a preempted request's saves are finished before its blocks are reused
 (`wait_for`). Each finished save is counted (`saved_blocks`, `save_failed_blocks`), and keys
@@ -52,6 +55,18 @@ class SaveTracker:
         with self._cond:
             self._tracked.add(req_id)
             self._pending[req_id] = self._pending.get(req_id, 0) + 1
+
+    def release(self, req_ids: Iterable[str]) -> None:
+        """A hold taken with `add` for each of `req_ids` ends without a save (a synchronous
+        load that may write into the request's blocks returned). Wakes the waiters."""
+        with self._cond:
+            for req_id in req_ids:
+                left = self._pending.get(req_id, 0) - 1
+                if left > 0:
+                    self._pending[req_id] = left
+                else:
+                    self._pending.pop(req_id, None)
+            self._cond.notify_all()
 
     def finish(self, task: TransferTask, stored: int, failures: dict[int, int]) -> None:
         """The save `task` is over (or dropped): `stored` keys stored, the others counted per
