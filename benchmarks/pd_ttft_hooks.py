@@ -65,3 +65,75 @@ def device_index_patched(llm: Any) -> bool:
 
     fn = torch.accelerator.current_device_index
     return getattr(fn, "__name__", "") == "_bench_only_device_index"
+
+
+# ---- stage timing (issue 21 §3: the time each stage above the floor costs) ----------------------
+#
+# Timestamps are `time.perf_counter()` (CLOCK_MONOTONIC on Linux: one clock for every process of
+# the machine), so the benchmark process can set them against its own call times. The wrappers
+# add a few microseconds per step and are installed in every engine alike.
+
+
+def _timed(events: list[Any], kind: str, fn: Any, extra: Any = None) -> Any:
+    import time
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        out = fn(*args, **kwargs)
+        event = [kind, started, time.perf_counter()]
+        if extra is not None:
+            event.append(extra(out, args))
+        events.append(event)
+        return out
+
+    return wrapper
+
+
+def install_trace(llm: Any, connector: bool = True) -> bool:
+    """Wrap the engine's step, scheduler, executor and (`connector`) the connector worker's
+    `get_finished`, `add_recvs` and transfer-thread read (ours only) once; events go to a list
+    that `traced_generate` drains. Returns whether the trace was installed by this call."""
+    core = llm.llm_engine.engine_core.engine_core
+    if hasattr(core, "bench_events"):
+        return False
+    events: list[Any] = []
+    core.bench_events = events
+    llm.llm_engine.step = _timed(events, "step", llm.llm_engine.step)
+    sched = core.scheduler
+    sched.schedule = _timed(
+        events, "schedule", sched.schedule, lambda out, _: int(out.total_num_scheduled_tokens)
+    )
+    executor = core.model_executor
+    executor.execute_model = _timed(events, "execute", executor.execute_model)
+    if connector:
+        from vllm.distributed.kv_transfer import get_kv_transfer_group
+
+        worker = _connector_worker(get_kv_transfer_group())
+        worker.get_finished = _timed(events, "get_finished", worker.get_finished)
+        if hasattr(worker, "_receive"):  # ours: submit and the transfer thread's read
+            worker.add_recvs = _timed(events, "add_recvs", worker.add_recvs)
+            worker._receive = _timed(events, "receive", worker._receive)
+            worker._record = _timed(events, "record", worker._record)
+    return True
+
+
+def traced_generate(llm: Any, **kwargs: Any) -> dict[str, Any]:
+    """`mooncake_probe.generate(**kwargs)` with the engine's events during it: `{"outputs",
+    "entered", "returned", "events": [[kind, start, end(, scheduled tokens)], ...]}`."""
+    import time
+
+    from mooncake_probe import generate
+
+    events = llm.llm_engine.engine_core.engine_core.bench_events
+    events.clear()
+    entered = time.perf_counter()
+    outputs = generate(llm, **kwargs)
+    returned = time.perf_counter()
+    return {"outputs": outputs, "entered": entered, "returned": returned, "events": list(events)}
+
+
+def connector_bytes_read(llm: Any) -> float:
+    """Bytes our decode worker has read so far (its `bytes_read` counter)."""
+    from vllm.distributed.kv_transfer import get_kv_transfer_group
+
+    return float(get_kv_transfer_group().stats().get("bytes_read", 0.0))
