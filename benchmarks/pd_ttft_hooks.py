@@ -89,6 +89,16 @@ def _timed(events: list[Any], kind: str, fn: Any, extra: Any = None) -> Any:
     return wrapper
 
 
+def _delayed(events: list[Any], fn: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        delay = run_delay_s()
+        out = fn(*args, **kwargs)
+        events.append(["step_delay", 0.0, run_delay_s() - delay])
+        return out
+
+    return wrapper
+
+
 def install_trace(llm: Any, connector: bool = True) -> bool:
     """Wrap the engine's step, scheduler, executor and (`connector`) the connector worker's
     `get_finished`, `add_recvs` and transfer-thread read (ours only) once; events go to a list
@@ -98,7 +108,10 @@ def install_trace(llm: Any, connector: bool = True) -> bool:
         return False
     events: list[Any] = []
     core.bench_events = events
-    llm.llm_engine.step = _timed(events, "step", llm.llm_engine.step)
+    step = llm.llm_engine.step
+    if not connector:  # the single engine: each step's runqueue wait too (the floor's step)
+        step = _delayed(events, step)
+    llm.llm_engine.step = _timed(events, "step", step)
     sched = core.scheduler
     sched.schedule = _timed(
         events, "schedule", sched.schedule, lambda out, _: int(out.total_num_scheduled_tokens)
@@ -117,19 +130,41 @@ def install_trace(llm: Any, connector: bool = True) -> bool:
     return True
 
 
+def run_delay_s() -> float:
+    """Seconds the calling thread has spent runnable but waiting for a core (the second field
+    of Linux's `/proc/thread-self/schedstat`); 0 where that file does not exist.
+
+    Engines run one OMP thread, the calling one, so for the engine thread this is the part of
+    a call that other processes' work cost it. Only this thread: the sum over all threads
+    counts Mooncake's and ZMQ's polling threads, which wait for a core at the same time."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def traced_generate(llm: Any, **kwargs: Any) -> dict[str, Any]:
     """`mooncake_probe.generate(**kwargs)` with the engine's events during it: `{"outputs",
-    "entered", "returned", "events": [[kind, start, end(, scheduled tokens)], ...]}`."""
+    "entered", "returned", "delay_s", "events": [[kind, start, end(, scheduled tokens)], ...]}`;
+    `delay_s`: the time the engine thread waited for a core meanwhile (`run_delay_s`)."""
     import time
 
     from mooncake_probe import generate
 
     events = llm.llm_engine.engine_core.engine_core.bench_events
     events.clear()
+    delay = run_delay_s()
     entered = time.perf_counter()
     outputs = generate(llm, **kwargs)
     returned = time.perf_counter()
-    return {"outputs": outputs, "entered": entered, "returned": returned, "events": list(events)}
+    return {
+        "outputs": outputs,
+        "entered": entered,
+        "returned": returned,
+        "delay_s": run_delay_s() - delay,
+        "events": list(events),
+    }
 
 
 def connector_bytes_read(llm: Any) -> float:

@@ -27,6 +27,7 @@ STAGES = (
     "handoff_in",  # ours, decode: add_recvs on the engine thread -> the transfer thread's read
     "read",  # ours, decode: the transfer thread's plan and read, to its record
     "handoff_out",  # ours, decode: read recorded -> the get_finished that reports it returns
+    "runqueue_wait",  # the engine thread runnable but waiting for a core (another's work)
 )
 
 
@@ -55,6 +56,7 @@ def stages(traced: dict[str, Any], called: float, answered: float) -> dict[str, 
         out["forward_steps" if tokens else "idle_steps"] += end - start
     out["get_finished"] = sum(e[2] - e[1] for e in events if e[0] == "get_finished")
     out["steps"] = float(len(steps))
+    out["runqueue_wait"] = float(traced.get("delay_s", 0.0))
     submits = [e for e in events if e[0] == "add_recvs"]
     reads = [e for e in events if e[0] == "receive"]
     records = [e for e in events if e[0] == "record"]
@@ -69,8 +71,15 @@ def stages(traced: dict[str, Any], called: float, answered: float) -> dict[str, 
 
 
 def decode_step_s(traced: dict[str, Any]) -> float:
-    """Duration of the 1-token decode step of a traced 2-token call on a plain engine."""
-    one = [end - start for start, end, tokens in _steps(traced["events"]) if tokens == 1]
+    """Duration of the 1-token decode step of a traced 2-token call on a plain engine, minus
+    the time its threads waited for a core during that step (`step_delay` events, one per
+    step in step order)."""
+    steps = _steps(traced["events"])
+    delays = [e[2] for e in traced["events"] if e[0] == "step_delay"]
+    if len(delays) != len(steps):
+        delays = [0.0] * len(steps)
+    pairs = zip(steps, delays, strict=True)
+    one = [end - start - d for (start, end, tokens), d in pairs if tokens == 1]
     return one[-1] if one else float("nan")
 
 
@@ -94,24 +103,41 @@ def _med(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def _corrected(samples: list[dict[str, float]], walls: list[float]) -> list[float]:
+    return [w - x["runqueue_wait"] for w, x in zip(walls, samples, strict=True)]
+
+
 def floor_table(result: dict[str, Any]) -> str:
-    """Markdown: floor parts, and each path's TTFT against the floor (medians, ms)."""
+    """Markdown: floor parts, and each path's TTFT against the floor (medians, ms), as measured
+    and minus the time the engines waited for a core (`runqueue_wait`)."""
     floor = result["floor"]
-    single = _med(result["single_s"])
+    single_walls = result["single_s"]
+    single_c = _corrected(result["stages"]["single"], single_walls)
     step, copy = _med(floor["decode_step_s"]), _med(floor["memcpy_s"])
-    total = single + step + copy
+    totals = (_med(single_walls) + step + copy, _med(single_c) + step + copy)
     rows = [
-        f"floor = single engine {single * 1e3:.2f} + 1-token decode step {step * 1e3:.2f} + "
+        f"floor = single engine {_med(single_walls) * 1e3:.2f} ({_med(single_c) * 1e3:.2f} "
+        f"without runqueue waits) + 1-token decode step {step * 1e3:.2f} + "
         f"{_med(floor['kv_bytes']) / 2**10:.0f} KiB at memcpy {copy * 1e3:.3f} = "
-        f"**{total * 1e3:.2f} ms** (medians)",
+        f"**{totals[0] * 1e3:.2f} ({totals[1] * 1e3:.2f}) ms** (medians)",
         "",
-        "| path | TTFT ms (median) | / single | / floor |",
-        "|---|---:|---:|---:|",
-        f"| single engine | {single * 1e3:.1f} | 1.00 | {single / total:.2f} |",
+        "| path | TTFT ms | / single | / floor | TTFT ms, no runqueue wait | / single | / floor |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
+    paths = [("single engine", single_walls, single_c)]
     for name, s in result["variants"].items():
-        ttft = _med([p + d for p, d in zip(s["prefill"], s["decode"], strict=True)])
-        rows.append(f"| {name} | {ttft * 1e3:.1f} | {ttft / single:.2f} | {ttft / total:.2f} |")
+        walls = [p + d for p, d in zip(s["prefill"], s["decode"], strict=True)]
+        fixed = [
+            w - a["runqueue_wait"] - b["runqueue_wait"]
+            for w, a, b in zip(walls, s["prefill_stages"], s["decode_stages"], strict=True)
+        ]
+        paths.append((name, walls, fixed))
+    for name, walls, fixed in paths:
+        cells = []
+        for values, base, total in ((walls, single_walls, totals[0]), (fixed, single_c, totals[1])):
+            ttft = _med(values)
+            cells += [f"{ttft * 1e3:.1f}", f"{ttft / _med(base):.2f}", f"{ttft / total:.2f}"]
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
