@@ -6,8 +6,9 @@ of `num_blocks` (pinned memory on an accelerator, through the device abstraction
 - `start_load_kv`: one batched copy host -> KV cache for every load of the step, before the
   forward pass reads those blocks;
 - `wait_for_save`: one batched copy KV cache -> host for every block that became full, then a
-  device synchronisation, then one `StepDone` RPC telling the metadata server which host
-  blocks now hold data (a block is offered to lookups only once every worker reported it).
+  device synchronisation, then one `StepDone` message (sent, its reply not awaited) telling
+  the metadata server which host blocks now hold data (a block is offered to lookups only once
+  every worker reported it).
 
 The host pool is allocated on first use, after asking the metadata server for its size: the
 scheduler side, which owns the pool, is created after the workers register their KV caches.
@@ -186,7 +187,11 @@ class CPUOffloadingWorker:
                 ("store_failed_blocks", len(failed)),
             ):
                 self.recorder.add(name, n)
-            self.client.call(
+            # Sent without waiting: with the multiprocessing executor the reply would come from
+            # a thread of the scheduler's process, which gets the GIL only when that process's
+            # busy loop lets go of it (up to a switch interval, 5 ms, per step with a store).
+            # Blocks become ready when the server applies it; until then a lookup misses them.
+            self.client.send(
                 StepDone(
                     rank=self.rank,
                     stored=stored,
