@@ -89,6 +89,17 @@ def _timed(events: list[Any], kind: str, fn: Any, extra: Any = None) -> Any:
     return wrapper
 
 
+def _started(events: list[Any], kind: str, fn: Any) -> Any:
+    import time
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        now = time.perf_counter()
+        events.append([kind, now, now])
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
 def _delayed(events: list[Any], fn: Any) -> Any:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         delay = run_delay_s()
@@ -125,7 +136,8 @@ def install_trace(llm: Any, connector: bool = True) -> bool:
         worker.get_finished = _timed(events, "get_finished", worker.get_finished)
         if hasattr(worker, "_receive"):  # ours: submit and the transfer thread's read
             worker.add_recvs = _timed(events, "add_recvs", worker.add_recvs)
-            worker._receive = _timed(events, "receive", worker._receive)
+            # The read's start only: `_receive` ends after ReadDone, often after the call.
+            worker._receive = _started(events, "receive", worker._receive)
             worker._record = _timed(events, "record", worker._record)
     return True
 
