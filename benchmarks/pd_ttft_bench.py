@@ -21,7 +21,8 @@ TTFT = their sum. Every timed call starts after `SETTLE_S` of idle (not timed), 
 engine starts from the same state as on a host of its own (see `SETTLE_S`). Each decode's
 token is compared with the single engine's greedy token for the same prompt (an untimed
 single-engine run), and a last check compares 8 tokens (a fresh prompt per variant). Decode
-steps = the decode worker's `get_finished` calls during the decode.
+steps = the decode worker's `get_finished` calls during the decode. Also printed: the floor
+and the stages above it (`pd_ttft_stages.py`, traced inside the engines).
 
 BENCHMARK-ONLY PATCH (vLLM's connector only): on a CPU build
 `torch.accelerator.current_device_index()` raises ("Cannot access accelerator device when none
