@@ -40,14 +40,18 @@ def categorise(stack: str) -> str:
     return "other"
 
 
-def summarise(paths: list[Path], top: int) -> dict[str, dict[str, object]]:
-    """{category: {"samples", "share", "top": [[leaf, samples], ...]}} over all captures."""
+def summarise(paths: list[Path], top: int, main_only: bool = False) -> dict[str, dict[str, object]]:
+    """{category: {"samples", "share", "top": [[leaf, samples], ...]}} over all captures;
+    `main_only`: only the main thread's samples (stacks not rooted in `Thread._bootstrap`),
+    the engine loop's critical path, without server and I/O threads that mostly wait."""
     per_category: Counter[str] = Counter()
     leaves: dict[str, Counter[str]] = {}
     for path in paths:
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             stack, _, count = line.rpartition(" ")
             if not stack or not count.isdigit():
+                continue
+            if main_only and stack.startswith("Thread._bootstrap"):
                 continue
             name = categorise(stack)
             per_category[name] += int(count)
@@ -68,12 +72,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("captures", nargs="+", type=Path, help="py-spy raw output files")
     parser.add_argument("--top", type=int, default=3, help="leaf functions per category")
     parser.add_argument("--json", type=Path, help="write the summary here")
+    parser.add_argument("--main-thread", action="store_true", help="the main thread only")
     args = parser.parse_args(argv)
     missing = [str(p) for p in args.captures if not p.is_file()]
     if missing:
         print(f"spy_summary: no such file: {', '.join(missing)}", file=sys.stderr)
         return 2
-    summary = summarise(args.captures, args.top)
+    summary = summarise(args.captures, args.top, args.main_thread)
     for name, entry in summary.items():
         print(f"{entry['share']:6.1%}  {name}")
         for leaf, count in entry["top"]:  # type: ignore[attr-defined]
