@@ -30,16 +30,41 @@ from pathlib import Path
 from typing import Any
 
 import serve_bench
-from serve_bench import build_model, log, parse_args, run_dataset, start_one
+from serve_bench import (  # serve_bench puts tests/e2e on the path for these
+    MooncakeMaster,
+    build_model,
+    connector_config,
+    log,
+    parse_args,
+    run_dataset,
+    start_server,
+    wait_ready,
+)
+
+# Every server starts at once; on a loaded 2-core machine that took over 5 minutes.
+START_TIMEOUT_S = 1200.0
+
+
+def start_all(args: Any, logs: Path, stack: ExitStack) -> dict[str, str]:
+    """Start every configuration's services side by side; their URLs once all answer."""
+    pending = {}
+    for config in args.configs:
+        (logs / config).mkdir(parents=True, exist_ok=True)
+        master = None
+        if config == "pool":
+            master = MooncakeMaster(logs / config).start()
+            stack.callback(master.stop)
+        kv = connector_config(config, master)
+        pending[config] = start_server(args.model, kv, logs / config / "serve.log", stack)
+    for config, (url, server) in pending.items():
+        wait_ready(url, server, START_TIMEOUT_S)
+        log(f"{config}: ready at {url}")
+    return {config: url for config, (url, _) in pending.items()}
 
 
 def rounds(args: Any, logs: Path, stack: ExitStack) -> list[dict[str, dict[str, Any]]]:
     """Start every configuration, then run `args.rounds` rounds; each round's entries."""
-    urls = {}
-    for config in args.configs:
-        (logs / config).mkdir(parents=True, exist_ok=True)
-        urls[config] = start_one(config, args.model, logs / config, stack)[0]
-        log(f"{config}: ready at {urls[config]}")
+    urls = start_all(args, logs, stack)
     results = args.results
     out = []
     for n in range(args.rounds):
