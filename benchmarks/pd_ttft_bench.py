@@ -21,7 +21,8 @@ TTFT = their sum. Every timed call starts after `SETTLE_S` of idle (not timed), 
 engine starts from the same state as on a host of its own (see `SETTLE_S`). Each decode's
 token is compared with the single engine's greedy token for the same prompt (an untimed
 single-engine run), and a last check compares 8 tokens (a fresh prompt per variant). Decode
-steps = the decode worker's `get_finished` calls during the decode.
+steps = the decode worker's `get_finished` calls during the decode. Also printed: the floor
+and the stages above it (`pd_ttft_stages.py`, traced inside the engines).
 
 BENCHMARK-ONLY PATCH (vLLM's connector only): on a CPU build
 `torch.accelerator.current_device_index()` raises ("Cannot access accelerator device when none
@@ -65,7 +66,8 @@ from harness import (  # noqa: E402
     free_port,
     token_prompts,
 )
-from mooncake_pd import MOONCAKE_ENV, decode, pd_config, prefill  # noqa: E402
+from mooncake_pd import MOONCAKE_ENV, pd_config  # noqa: E402
+from pd_ttft_stages import decode_step_s, floor_table, memcpy_s, stage_table, stages  # noqa: E402
 from run_info import run_info  # noqa: E402
 
 # Every engine computes on ONE OMP thread bound to core 0, as `vllm serve` runs here ("Reducing
@@ -108,21 +110,33 @@ class Pair:
     consumer: EngineProcess
     bootstrap_port: int = 0  # vLLM's connector only
     idle_wait_s: float | None = None  # ours only: the decode side's `IDLE_STEP_WAIT_S`
-    samples: dict[str, list[float]] = field(
-        default_factory=lambda: {"prefill": [], "decode": [], "steps": [], "token_equal": []}
-    )
+    samples: dict[str, list[Any]] = field(
+        default_factory=lambda: {
+            "prefill": [], "decode": [], "steps": [], "token_equal": [],
+            "prefill_stages": [], "decode_stages": [],
+        }
+    )  # fmt: skip
+    last_stages: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def prefill(self, prompt: list[list[int]]) -> list[dict[str, Any]]:
-        """Run the prefill step; the decode side's `kv_transfer_params`."""
-        if self.bootstrap_port == 0:
-            return list(prefill(self.producer, prompt))
+        """Run the prefill step (traced: `last_stages["prefill"]`); the decode side's
+        `kv_transfer_params`."""
         transfer_id = f"xfer-{uuid.uuid4()}"
-        self.producer.call(
-            "mooncake_probe:generate",
+        request: dict[str, Any] = {"do_remote_decode": True}
+        if self.bootstrap_port:
+            request["transfer_id"] = transfer_id
+        called = time.perf_counter()
+        traced = self.producer.call(
+            f"{HOOKS}:traced_generate",
             prompt_token_ids=prompt,
             max_tokens=1,
-            kv_transfer_params=[{"do_remote_decode": True, "transfer_id": transfer_id}],
+            kv_transfer_params=[request],
         )
+        self.last_stages["prefill"] = stages(traced, called, time.perf_counter())
+        if self.bootstrap_port == 0:
+            params = [o["kv_transfer_params"] for o in traced["outputs"]]
+            assert all(p and p["do_remote_prefill"] for p in params), params
+            return params
         self.producer.call(f"{HOOKS}:hand_off")
         return [
             {
@@ -203,9 +217,15 @@ def run_pair(
     pair.consumer.call(f"{HOOKS}:take_steps")
     time.sleep(SETTLE_S)
     started = time.perf_counter()
-    out = decode(pair.consumer, prompt, params, max_tokens=max_tokens)
-    decode_s = time.perf_counter() - started
-    return prefill_s, decode_s, list(out[0]["token_ids"])
+    traced = pair.consumer.call(
+        f"{HOOKS}:traced_generate",
+        prompt_token_ids=prompt,
+        max_tokens=max_tokens,
+        kv_transfer_params=params,
+    )
+    answered = time.perf_counter()
+    pair.last_stages["decode"] = stages(traced, started, answered)
+    return prefill_s, answered - started, list(traced["outputs"][0]["token_ids"])
 
 
 def bench(repeats: int, prompt_tokens: int, names: list[str]) -> dict[str, Any]:
@@ -229,41 +249,79 @@ def bench(repeats: int, prompt_tokens: int, names: list[str]) -> dict[str, Any]:
                 engine.close()
 
 
-def measure(
-    single: EngineProcess, pairs: list[Pair], repeats: int, prompt_tokens: int
-) -> dict[str, Any]:
-    """Run the repetitions on started engines; `bench`'s result."""
+def _install(single: EngineProcess, pairs: list[Pair]) -> dict[str, bool]:
+    """Install the step counters and traces; which engines run the CPU patch."""
     patched = {"single": single.call(f"{HOOKS}:device_index_patched")}
+    single.call(f"{HOOKS}:install_trace", connector=False)
     for pair in pairs:
         pair.consumer.call(f"{HOOKS}:take_steps")  # installs the counter
+        for engine in (pair.producer, pair.consumer):
+            engine.call(f"{HOOKS}:install_trace")
         patched[pair.name] = all(
             e.call(f"{HOOKS}:device_index_patched") for e in (pair.producer, pair.consumer)
         )
     # The patch reaches vLLM's connector engines, and only them.
     assert patched == {k: k == "vllm_mooncake" for k in patched}, patched
+    return patched
+
+
+def _single(single: EngineProcess, prompt: list[list[int]], max_tokens: int) -> tuple[float, Any]:
+    """(seconds, traced result) of one single-engine call after `SETTLE_S` of idle."""
+    time.sleep(SETTLE_S)
+    started = time.perf_counter()
+    traced = single.call(
+        f"{HOOKS}:traced_generate",
+        prompt_token_ids=prompt,
+        max_tokens=max_tokens,
+        kv_transfer_params=[None],
+    )
+    answered = time.perf_counter()
+    return answered - started, stages(traced, started, answered) | {"traced": traced}
+
+
+def _pair_rep(pair: Pair, single: EngineProcess, prompt: list[list[int]], keep: bool) -> float:
+    """One prefill -> decode through `pair`, its samples kept if `keep`; bytes read (ours)."""
+    ours = pair.idle_wait_s is not None
+    before = pair.consumer.call(f"{HOOKS}:connector_bytes_read") if ours else 0.0
+    prefill_s, decode_s, got = run_pair(pair, prompt)
+    read = pair.consumer.call(f"{HOOKS}:connector_bytes_read") - before if ours else 0.0
+    steps = pair.consumer.call(f"{HOOKS}:take_steps")
+    want = single.generate(prompt_token_ids=prompt, max_tokens=1)[0].token_ids
+    if keep:
+        values = (prefill_s, decode_s, steps, got == want)
+        for key, value in zip(("prefill", "decode", "steps", "token_equal"), values, strict=True):
+            pair.samples[key].append(value)
+        pair.samples["prefill_stages"].append(pair.last_stages["prefill"])
+        pair.samples["decode_stages"].append(pair.last_stages["decode"])
+    return float(read)
+
+
+def measure(
+    single: EngineProcess, pairs: list[Pair], repeats: int, prompt_tokens: int
+) -> dict[str, Any]:
+    """Run the repetitions on started engines; `bench`'s result."""
+    patched = _install(single, pairs)
     single_s: list[float] = []
+    single_stages: list[dict[str, float]] = []
+    floor: dict[str, list[float]] = {"decode_step_s": [], "memcpy_s": [], "kv_bytes": []}
     seed = 1000
     for rep in range(repeats + 1):
         seed += 1
-        prompt = token_prompts(1, prompt_tokens, seed=seed)
-        time.sleep(SETTLE_S)
-        started = time.perf_counter()
-        single.generate(prompt_token_ids=prompt, max_tokens=1)
-        if rep:
-            single_s.append(time.perf_counter() - started)
+        elapsed, traced = _single(single, token_prompts(1, prompt_tokens, seed=seed), 1)
+        seed += 1  # the floor's decode step: a fresh prompt, 2 tokens
+        _, two = _single(single, token_prompts(1, prompt_tokens, seed=seed), 2)
+        kv_bytes = 0.0
         for pair in pairs[rep % len(pairs) :] + pairs[: rep % len(pairs)]:
             seed += 1
             prompt = token_prompts(1, prompt_tokens, seed=seed)
-            prefill_s, decode_s, got = run_pair(pair, prompt)
-            steps = pair.consumer.call(f"{HOOKS}:take_steps")
-            want = single.generate(prompt_token_ids=prompt, max_tokens=1)[0].token_ids
-            if rep:
-                for key, value in zip(
-                    ("prefill", "decode", "steps", "token_equal"),
-                    (prefill_s, decode_s, steps, got == want),
-                    strict=True,
-                ):
-                    pair.samples[key].append(value)
+            kv_bytes = max(kv_bytes, _pair_rep(pair, single, prompt, keep=rep > 0))
+        if rep:
+            single_s.append(elapsed)
+            traced.pop("traced")
+            single_stages.append(traced)
+            floor["decode_step_s"].append(decode_step_s(two["traced"]))
+            floor["kv_bytes"].append(kv_bytes)
+            floor["memcpy_s"].append(memcpy_s(int(kv_bytes)))
     check = {}
     for pair in pairs:  # a fresh prompt each: the ours_* variants share their engines
         seed += 1
@@ -275,6 +333,8 @@ def measure(
         "repeats": repeats,
         "benchmark_only_patch": {"name": PATCH_NAME, "engines_patched": patched},
         "single_s": single_s,
+        "floor": floor,
+        "stages": {"single": single_stages},
         "variants": {p.name: p.samples for p in pairs},
         "eight_token_check": check,
     }
@@ -326,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
         f"(load average {load_before:.1f} before, {result['load_average'][1]:.1f} after)"
     )
     print(table(result))
+    print(floor_table(result))
+    print(stage_table(result))
     patched = [k for k, v in result["benchmark_only_patch"]["engines_patched"].items() if v]
     print(f"benchmark-only patch active in the engines of: {', '.join(patched) or 'none'}")
     if args.json:

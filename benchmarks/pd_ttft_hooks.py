@@ -65,3 +65,122 @@ def device_index_patched(llm: Any) -> bool:
 
     fn = torch.accelerator.current_device_index
     return getattr(fn, "__name__", "") == "_bench_only_device_index"
+
+
+# ---- stage timing (issue 21 §3: the time each stage above the floor costs) ----------------------
+#
+# Timestamps are `time.perf_counter()` (CLOCK_MONOTONIC on Linux: one clock for every process of
+# the machine), so the benchmark process can set them against its own call times. The wrappers
+# add a few microseconds per step and are installed in every engine alike.
+
+
+def _timed(events: list[Any], kind: str, fn: Any, extra: Any = None) -> Any:
+    import time
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        out = fn(*args, **kwargs)
+        event = [kind, started, time.perf_counter()]
+        if extra is not None:
+            event.append(extra(out, args))
+        events.append(event)
+        return out
+
+    return wrapper
+
+
+def _started(events: list[Any], kind: str, fn: Any) -> Any:
+    import time
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        now = time.perf_counter()
+        events.append([kind, now, now])
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _delayed(events: list[Any], fn: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        delay = run_delay_s()
+        out = fn(*args, **kwargs)
+        events.append(["step_delay", 0.0, run_delay_s() - delay])
+        return out
+
+    return wrapper
+
+
+def install_trace(llm: Any, connector: bool = True) -> bool:
+    """Wrap the engine's step, scheduler, executor and (`connector`) the connector worker's
+    `get_finished`, `add_recvs` and transfer-thread read (ours only) once; events go to a list
+    that `traced_generate` drains. Returns whether the trace was installed by this call."""
+    core = llm.llm_engine.engine_core.engine_core
+    if hasattr(core, "bench_events"):
+        return False
+    events: list[Any] = []
+    core.bench_events = events
+    step = llm.llm_engine.step
+    if not connector:  # the single engine: each step's runqueue wait too (the floor's step)
+        step = _delayed(events, step)
+    llm.llm_engine.step = _timed(events, "step", step)
+    sched = core.scheduler
+    sched.schedule = _timed(
+        events, "schedule", sched.schedule, lambda out, _: int(out.total_num_scheduled_tokens)
+    )
+    executor = core.model_executor
+    executor.execute_model = _timed(events, "execute", executor.execute_model)
+    if connector:
+        from vllm.distributed.kv_transfer import get_kv_transfer_group
+
+        worker = _connector_worker(get_kv_transfer_group())
+        worker.get_finished = _timed(events, "get_finished", worker.get_finished)
+        if hasattr(worker, "_receive"):  # ours: submit and the transfer thread's read
+            worker.add_recvs = _timed(events, "add_recvs", worker.add_recvs)
+            # The read's start only: `_receive` ends after ReadDone, often after the call.
+            worker._receive = _started(events, "receive", worker._receive)
+            worker._record = _timed(events, "record", worker._record)
+    return True
+
+
+def run_delay_s() -> float:
+    """Seconds the calling thread has spent runnable but waiting for a core (the second field
+    of Linux's `/proc/thread-self/schedstat`); 0 where that file does not exist.
+
+    Engines run one OMP thread, the calling one, so for the engine thread this is the part of
+    a call that other processes' work cost it. Only this thread: the sum over all threads
+    counts Mooncake's and ZMQ's polling threads, which wait for a core at the same time."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def traced_generate(llm: Any, **kwargs: Any) -> dict[str, Any]:
+    """`mooncake_probe.generate(**kwargs)` with the engine's events during it: `{"outputs",
+    "entered", "returned", "delay_s", "events": [[kind, start, end(, scheduled tokens)], ...]}`;
+    `delay_s`: the time the engine thread waited for a core meanwhile (`run_delay_s`)."""
+    import time
+
+    from mooncake_probe import generate
+
+    events = llm.llm_engine.engine_core.engine_core.bench_events
+    events.clear()
+    delay = run_delay_s()
+    entered = time.perf_counter()
+    outputs = generate(llm, **kwargs)
+    returned = time.perf_counter()
+    return {
+        "outputs": outputs,
+        "entered": entered,
+        "returned": returned,
+        "delay_s": run_delay_s() - delay,
+        "events": list(events),
+    }
+
+
+def connector_bytes_read(llm: Any) -> float:
+    """Bytes our decode worker has read so far (its `bytes_read` counter)."""
+    from vllm.distributed.kv_transfer import get_kv_transfer_group
+
+    return float(get_kv_transfer_group().stats().get("bytes_read", 0.0))

@@ -73,6 +73,11 @@ MAX_MODEL_LEN = 1024
 # whose HBM holds less than the working set. Without a bound (1 GiB here) every block of a run
 # stays cached and the offload and pool connectors never load.
 LOCAL_BLOCKS = 128
+# What the command line changed of the above (`parse_args`): one run's settings.
+SETTINGS: dict[str, Any] = {
+    "local_blocks": LOCAL_BLOCKS, "prefix_len": PREFIX_LEN, "suffix_len": SUFFIX_LEN,
+    "serve_args": [], "server_env": {},
+}  # fmt: skip
 CLIENT_TIMEOUT_S = 3600.0
 SEED = 0
 # Every block of a full run (2 x 200 prompts x 16 blocks x 32 KiB, 4 layers): no eviction.
@@ -114,9 +119,9 @@ def start_server(
 ) -> tuple[str, ServiceProcess]:
     """One `vllm serve` (not waited for), its engine bound to `core`: its URL and process."""
     port = free_port()
-    env = engine_env({**SERVER_ENV, "VLLM_CPU_OMP_THREADS_BIND": core})
+    env = engine_env({**SERVER_ENV, "VLLM_CPU_OMP_THREADS_BIND": core, **SETTINGS["server_env"]})
     argv = serve_argv(model, port, kv_config, MAX_MODEL_LEN)
-    argv += ["--num-gpu-blocks-override", str(LOCAL_BLOCKS)]
+    argv += ["--num-gpu-blocks-override", str(SETTINGS["local_blocks"]), *SETTINGS["serve_args"]]
     server = start(argv, log, stack, env=env)
     return f"http://127.0.0.1:{port}", server
 
@@ -193,12 +198,12 @@ def client_args(args: argparse.Namespace, config: str, dataset: str, url: str) -
     ]  # fmt: skip
     if dataset == "prefix_repetition":
         return out + [
-            "--prefix-repetition-prefix-len", str(PREFIX_LEN),
-            "--prefix-repetition-suffix-len", str(SUFFIX_LEN),
+            "--prefix-repetition-prefix-len", str(SETTINGS["prefix_len"]),
+            "--prefix-repetition-suffix-len", str(SETTINGS["suffix_len"]),
             "--prefix-repetition-num-prefixes", str(args.num_prefixes),
             "--prefix-repetition-output-len", str(args.output_len),
         ]  # fmt: skip
-    input_len = str(PREFIX_LEN + SUFFIX_LEN)
+    input_len = str(SETTINGS["prefix_len"] + SETTINGS["suffix_len"])
     return out + ["--random-input-len", input_len, "--random-output-len", str(args.output_len)]
 
 
@@ -292,7 +297,9 @@ def write_summary(args: argparse.Namespace, results: dict[str, dict[str, Any]]) 
         "bench_command": shlex.join([Path(sys.executable).name, *sys.argv]),
         "settings": {
             **{k: vars(args)[k] for k in ("num_prompts", "max_concurrency", "num_prefixes")},
-            **{"input_len": PREFIX_LEN + SUFFIX_LEN, "prefix_len": PREFIX_LEN, "seed": SEED},
+            **SETTINGS,
+            "input_len": SETTINGS["prefix_len"] + SETTINGS["suffix_len"],
+            "seed": SEED,
             "output_len": args.output_len,
             "omp_threads_bind": "one thread per engine: core 0 (pd decode: core 1)",
         },
@@ -317,11 +324,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--num-prefixes", type=int, default=10, help="shared prefixes (prefix_repetition)"
     )
     parser.add_argument("--layers", type=int, default=4, help="decoder layers of the model")
+    parser.add_argument("--prefix-len", type=int, default=PREFIX_LEN, help="shared prefix tokens")
+    parser.add_argument("--suffix-len", type=int, default=SUFFIX_LEN, help="own tokens per prompt")
+    parser.add_argument(
+        "--local-blocks", type=int, default=LOCAL_BLOCKS, help="each engine's KV cache, blocks"
+    )
+    parser.add_argument(
+        "--serve-arg", action="append", default=[], metavar="ARG",
+        help="one more `vllm serve` argument for every server (repeatable; e.g. "
+        "--serve-arg=--distributed-executor-backend --serve-arg=uni)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--server-env", action="append", default=[], metavar="KEY=VALUE",
+        help="one more environment variable of every server (repeatable; e.g. "
+        "VLLM_ENABLE_V1_MULTIPROCESSING=0: vLLM's CPU platform then keeps the uni executor)",
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="smoke: 8 prompts, 32 tokens")
     parser.add_argument("--results", type=Path, default=RESULTS, help="output folder")
     args = parser.parse_args(argv)
     if args.quick:
         args.num_prompts, args.output_len, args.num_prefixes = 8, 32, 2
+    SETTINGS.update(
+        local_blocks=args.local_blocks, prefix_len=args.prefix_len, suffix_len=args.suffix_len,
+        serve_args=list(args.serve_arg),
+        server_env=dict(item.partition("=")[::2] for item in args.server_env),
+    )  # fmt: skip
     return args
 
 

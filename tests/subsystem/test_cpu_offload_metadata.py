@@ -224,3 +224,60 @@ def test_an_oversized_frame_is_dropped_and_the_server_serves_on(
     finally:
         rogue.close()
         client.close()
+
+
+def _store_pending(client: MetadataClient, hashes: list[bytes]) -> list[int]:
+    allocations, _ = client.call(
+        Commit(release=[], stores=[StoreRequest(owner="r1", block_hashes=hashes)])
+    )
+    return [block_id for _, block_id in allocations[0]]
+
+
+def test_send_does_not_wait_for_a_busy_server(server: MetadataServer, address: str) -> None:
+    # The worker's StepDone: while the server cannot answer (here its dispatch lock is held, as
+    # when the scheduler's process does not give its thread the GIL), sending returns at once;
+    # the server applies it once it runs again.
+    sched = MetadataClient(address, TIMEOUT_S, "scheduler")
+    worker = MetadataClient(address, TIMEOUT_S, "worker0", direct=False)
+    try:
+        ids = _store_pending(sched, [b"h0", b"h1"])
+        with server._dispatch_lock:
+            started = time.monotonic()
+            worker.send(
+                StepDone(rank=0, stored=ids, store_failed=[], loaded_blocks=2, load_failed_blocks=0)
+            )
+            assert time.monotonic() - started < 0.5
+        deadline = time.monotonic() + TIMEOUT_S
+        while sched.call(Lookup(block_hashes=[b"h0", b"h1"])) != 2:
+            assert time.monotonic() < deadline, "the sent StepDone was never applied"
+            time.sleep(0.01)
+        assert sched.call(GetStats())["loaded_blocks"] == 2
+    finally:
+        sched.close()
+        worker.close()
+
+
+def test_an_error_in_a_sent_message_is_logged_and_the_next_call_is_answered(
+    server: MetadataServer, address: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = MetadataClient(address, TIMEOUT_S, "worker5", direct=False)
+    try:
+        worker.send(
+            StepDone(rank=5, stored=[0], store_failed=[], loaded_blocks=0, load_failed_blocks=0)
+        )
+        # The error reply is read (and logged) before this call's own reply is taken.
+        assert worker.call(Lookup(block_hashes=[])) == 0
+        assert any("rank 5" in r.getMessage() for r in caplog.records)
+    finally:
+        worker.close()
+
+
+def test_send_to_a_server_in_this_process_is_applied_before_it_returns(
+    server: MetadataServer, address: str
+) -> None:
+    client = MetadataClient(address, TIMEOUT_S, "worker0")
+    ids = _store_pending(client, [b"h0"])
+    client.send(
+        StepDone(rank=0, stored=ids, store_failed=[], loaded_blocks=0, load_failed_blocks=0)
+    )
+    assert client.call(Lookup(block_hashes=[b"h0"])) == 1

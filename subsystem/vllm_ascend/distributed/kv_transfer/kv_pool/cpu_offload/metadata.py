@@ -336,11 +336,48 @@ class MetadataClient:
                 reply = self._decoder.decode(sock.recv())
                 if reply.seq == seq:
                     break
+                self._note_unawaited(reply)
             if reply.error is not None:
                 raise MetadataServerError(
                     f"CPU offload metadata server at {self.address} rejected {what}: {reply.error}"
                 )
             return reply.value
+
+    def send(self, body: Body) -> None:
+        """Send `body` without waiting for its reply (a server in this process answers it
+        directly, in this thread, as `call` does).
+
+        For messages whose answer the caller does not need (`StepDone`): the worker's step then
+        does not wait for the scheduler's process to take the GIL and answer. Replies of
+        earlier sends are read and dropped here and in `call`; a server-side error in one is
+        logged then (the server logs it too, with its traceback).
+
+        Raises:
+            MetadataServerError: the message could not be queued within `timeout_s`, or a
+                server in this process rejected it.
+        """
+        server = local_server(self.address) if self.direct else None
+        if server is not None:
+            server.call_direct(body)
+            return
+        with self._lock:
+            sock = self._socket()
+            while sock.poll(0, zmq.POLLIN):
+                self._note_unawaited(self._decoder.decode(sock.recv()))
+            try:
+                sock.send(self._encoder.encode(Request(seq=next(self._seq), body=body)))
+            except zmq.Again:
+                raise self._timeout(type(body).__name__) from None
+
+    def _note_unawaited(self, reply: Reply) -> None:
+        # A reply nobody waits for: of a `send`, or of a `call` that timed out.
+        if reply.error is not None:
+            logger.warning(
+                "CPU offload metadata server at %s rejected a message from %s: %s",
+                self.address,
+                self.role,
+                reply.error,
+            )
 
     def _timeout(self, what: str) -> MetadataServerError:
         return MetadataServerError(

@@ -6,8 +6,9 @@ of `num_blocks` (pinned memory on an accelerator, through the device abstraction
 - `start_load_kv`: one batched copy host -> KV cache for every load of the step, before the
   forward pass reads those blocks;
 - `wait_for_save`: one batched copy KV cache -> host for every block that became full, then a
-  device synchronisation, then one `StepDone` RPC telling the metadata server which host
-  blocks now hold data (a block is offered to lookups only once every worker reported it).
+  device synchronisation, then one `StepDone` message (sent, its reply not awaited) telling
+  the metadata server which host blocks now hold data (a block is offered to lookups only once
+  every worker reported it).
 
 The host pool is allocated on first use, after asking the metadata server for its size: the
 scheduler side, which owns the pool, is created after the workers register their KV caches.
@@ -186,7 +187,12 @@ class CPUOffloadingWorker:
                 ("store_failed_blocks", len(failed)),
             ):
                 self.recorder.add(name, n)
-            self.client.call(
+            # Sent without waiting: with the multiprocessing executor the reply comes from a
+            # thread of the scheduler's process, which shares the GIL with that process's busy
+            # wait for this worker (waiting for it was 3.6% of the worker's loop under `vllm
+            # bench serve`; benchmarks/offload_stepdone_bench.py). Blocks become ready when the
+            # server applies it; until then a lookup misses them.
+            self.client.send(
                 StepDone(
                     rank=self.rank,
                     stored=stored,
