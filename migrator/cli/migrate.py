@@ -11,6 +11,7 @@ import click
 
 from migrator.cli import options as opt
 from migrator.cli.options import UsageFailure
+from migrator.cli.packs import versions_by_pack
 from migrator.cli.pipeline import Setup, execute, setup
 from migrator.cli.stdin import process_stdin, stdin_filename, wants_stdin
 from migrator.core import codes
@@ -108,7 +109,7 @@ def migrate(
     run = setup(() if from_stdin else paths, rules_name, from_version, to_version, quiet)
     dry_run = diff or check
     options = _options(run, no_comments, drop_compat, version_guard, ignore_release_pins)
-    options = _lanes(run, options, keep_compat, compat_style)
+    run, options = _lanes(run, options, keep_compat, compat_style)
     if from_stdin:
         _migrate_stdin(stdin_filename, run.job(options, write=False, keep_new=True), diff, check,
                        quiet)
@@ -143,20 +144,26 @@ def _options(
     )
 
 
-def _lanes(run: Setup, options: Options, keep: str | None, style: str | None) -> Options:
-    """`options` with `--keep-compat` and `--compat-style`; UsageFailure for a bad mix."""
+def _lanes(
+    run: Setup, options: Options, keep: str | None, style: str | None
+) -> tuple[Setup, Options]:
+    """`run` and `options` with `--keep-compat` (`VERSION`, or `PACK=VERSION` when several
+    packs run: only that pack's imports get two lanes) and `--compat-style`; UsageFailure for
+    a bad mix."""
     problem = opt.compat_problem(keep, options.drop_compat, style, options.version_guards)
     if problem:
         raise UsageFailure(problem)
     if keep is None:
-        return options
+        return run, options
+    names = [lane.pack.name for lane in run.lanes]
     try:
-        version_key(keep)
-    except RulesError:
-        raise UsageFailure(f"--keep-compat {keep!r}: not a version") from None
-    return replace(
+        kept = versions_by_pack("--keep-compat", (keep,), names)
+    except RulesError as exc:
+        raise UsageFailure(str(exc)) from None
+    lanes = tuple(replace(lane, keep_compat=kept.get(lane.pack.name)) for lane in run.lanes)
+    return replace(run, lanes=lanes), replace(
         options,
-        keep_compat=keep,
+        keep_compat=next(iter(kept.values())),
         compat_style=style or "if",
         version_helper_module=run.config.version_helper_module,
     )
@@ -265,7 +272,7 @@ def check(
         version_guards=opt.guard_names(version_guard, run.config.version_guards),
         release_pins=not ignore_release_pins,
     )
-    options = _lanes(run, options, keep_compat, None)
+    run, options = _lanes(run, options, keep_compat, None)
     job = run.job(options, write=False, keep_new=False)
     if from_stdin:
         results = [process_stdin(stdin_filename, job)[1]]

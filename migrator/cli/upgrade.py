@@ -65,6 +65,7 @@ def upgrade(requirement: str, paths: tuple[str, ...], rules_name: str, from_vers
     """
     from migrator import upgrade as up
     from migrator.core.sources import InputError
+    from migrator.upgrade.api import checker
     from migrator.verify_imports import TargetError, load_dist
 
     wanted = parse_requirement(requirement)
@@ -74,11 +75,19 @@ def upgrade(requirement: str, paths: tuple[str, ...], rules_name: str, from_vers
         dist = load_dist(dist_spec or requirement)
     except InputError as exc:
         raise UsageFailure(str(exc)) from None
-    run = setup(paths, rules_name, from_version, wanted[1], quiet)
+    run = setup(paths, rules_name, (from_version,) if from_version else (), (wanted[1],),
+                quiet)
+    if len(run.lanes) != 1:
+        raise UsageFailure("vam upgrade takes one move table: --rules NAME")
+    guards = opt.guard_names(version_guard, run.config.version_guards)
     options = Options(comments=run.config.comments, line_length=run.config.line_length,
-                      version_guards=opt.guard_names(version_guard, run.config.version_guards))
-    plan = up.UpgradePlan(run.targets, run.from_version, run.sources(exclude), options,
-                   lambda o, w: run.job(o, write=w, keep_new=True))
+                      version_guards=guards,
+                      version_helper_module=run.config.version_helper_module)
+    baseline = run.lanes[0].from_version
+    check_api = checker(dist_spec or requirement, run.lanes[0].pack, run.config, guards,
+                               exclude)
+    plan = up.UpgradePlan(run.targets, baseline, run.sources(exclude), options,
+                          lambda o, w: run.job(o, write=w, keep_new=True), check_api)
     try:
         done = up.upgrade(plan, dist, wanted[1], write=write, style=compat_style, jobs=jobs,
                           reload=lambda: load_dist(dist_spec or requirement))

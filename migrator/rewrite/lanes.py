@@ -31,6 +31,8 @@ class Lane:
     from_version: str | None = None
     to_version: str | None = None
     default_floor: str | None = None
+    # `--keep-compat` for this pack (None: its imports are replaced, not written in two lanes).
+    keep_compat: str | None = None
 
 
 class Chain:
@@ -46,7 +48,8 @@ class Chain:
         self.engines = tuple(
             Engine(
                 Resolver(lane.pack, lane.from_version, lane.to_version),
-                replace(options, default_floor=lane.default_floor),
+                replace(options, default_floor=lane.default_floor,
+                        keep_compat=_kept(lane, options, len(lanes))),
                 stream=stream and len(lanes) == 1,
             )
             for lane in lanes
@@ -130,3 +133,9 @@ def _line_map(old: bytes, new: bytes) -> Callable[[int], int]:
 
     return line
 
+
+def _kept(lane: Lane, options: Options, lanes: int) -> str | None:
+    """The lane's `--keep-compat`; with one lane the run's too (`vam upgrade` sets it there)."""
+    if lane.keep_compat is not None or lanes > 1:
+        return lane.keep_compat
+    return options.keep_compat

@@ -1,5 +1,4 @@
-"""The bridge to `vam verify-api` (migrator.verify_api), which may not be installed with this
-version of vam: the upgrade runs without it and says so.
+"""The bridge to `vam verify-api` (migrator.verify_api).
 
 `verify-api` reports the breaks an import rewrite cannot fix (codes VAPnnn): an override whose
 signature no longer matches the upstream method, a call with a keyword the target no longer
@@ -9,35 +8,29 @@ finding under one of the guide's failure patterns (`pattern`).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from migrator.core.config import Config
+from migrator.verify_api import ApiRequest, ApiResult, verify_api
+from rules import Pack
 
 OVERRIDES = "signature changes of overridden methods"
 CALLS = "calls with changed parameters"
 ATTRIBUTES = "moved or removed attributes"
 
-# The backend's entry point: (Dist, targets, baseline version or None) -> a result with
-# `.findings` (path, line, col, code, message; optionally `kind`).
-Checker = Callable[[Any, Sequence[str], "str | None"], Any]
+# verify-api run on some paths, with the baseline version (None: the project's own chain).
+Checker = Callable[[Sequence[str], "str | None"], Any]
 
 
-def checker() -> Checker | None:
-    """verify-api's backend function, or None when this vam has no `migrator.verify_api`."""
-    try:
-        module = importlib.import_module("migrator.verify_api")
-    except ImportError:
-        return None
-    for name in ("verify_api_against", "verify_api", "verify_against"):
-        function = getattr(module, name, None)
-        if callable(function):
-            return _adapted(function)
-    return None
+def checker(target: str, pack: Pack, config: Config, guards: tuple[str, ...],
+            exclude: tuple[str, ...] = ()) -> Checker:
+    """verify-api against the DIST `target` (`NAME==VERSION`, a tree, an archive, `REPO@REV`)
+    with the run's pack, configuration and version helpers; the result has `.findings`."""
 
-
-def _adapted(function: Callable[..., Any]) -> Checker:
-    def run(dist: Any, targets: Sequence[str], baseline: str | None) -> Any:
-        return function(dist, list(targets), from_version=baseline)
+    def run(targets: Sequence[str], baseline: str | None) -> ApiResult:
+        return verify_api(ApiRequest(tuple(targets), target, pack, config, given_from=baseline,
+                                     exclude=exclude, guards=guards))
 
     return run
 

@@ -84,13 +84,15 @@ def dual_lane(options: Options, baseline: str | None, style: str) -> tuple[Optio
 class UpgradePlan:
     """One upgrade's inputs: the targets, the version the code is written for (`baseline`,
     None when unknown), the files migrate reads, the engine's options, and `job`, which
-    builds migrate's job from options and whether to write (the command's `Setup.job`)."""
+    builds migrate's job from options and whether to write (the command's `Setup.job`);
+    `api` runs verify-api on paths (None: not checked)."""
 
     targets: tuple[Path, ...]
     baseline: str | None
     sources: list[SourceFile]
     options: Options
     job: Callable[[Options, bool], Job]
+    api: api.Checker | None = None
 
 
 def upgrade(plan: UpgradePlan, dist: Dist, version: str, *, write: bool, style: str = "if",
@@ -102,36 +104,36 @@ def upgrade(plan: UpgradePlan, dist: Dist, version: str, *, write: bool, style: 
     Raises migrator.verify_imports.TargetError for a target verify-imports cannot read."""
     targets = [str(t) for t in plan.targets]
     helpers = plan.options.version_guards
-    before = check(dist, targets, version, helpers, plan.baseline, Path.cwd())
+    before = check(dist, targets, version, helpers, plan.baseline, Path.cwd(), plan.api)
     options, compat, note = dual_lane(plan.options, plan.baseline, style)
     results = list(run(plan.sources, plan.job(options, write), jobs or default_jobs()))
     if write:
         fresh = reload() if reload else dist
-        after = check(fresh, targets, version, helpers, plan.baseline, Path.cwd())
+        after = check(fresh, targets, version, helpers, plan.baseline, Path.cwd(), plan.api)
     else:
-        after = check_copy(dist, plan.targets, results, version, helpers, plan.baseline)
+        after = check_copy(dist, plan.targets, results, version, helpers, plan.baseline,
+                           plan.api)
     notes = [note] if note else []
     if before.api is None:
-        notes.append("verify-api is not in this vam: signature and attribute breaks are not "
-                     "checked")
+        notes.append("verify-api was not run: signature and attribute breaks are not checked")
     return Upgrade(version, plan.baseline, compat, before, after, results, notes)
 
 
 def check(dist: Dist, targets: Sequence[str], version: str, helpers: tuple[str, ...],
-          baseline: str | None, root: Path) -> Check:
+          baseline: str | None, root: Path, run_api: api.Checker | None = None) -> Check:
     """Both checks on `targets` as they are on disk (paths below `root` read relative)."""
     # Against a distribution the checker also reads the project's own relative imports; a
     # broken one is not the upgrade's business (verify-imports' static mode reports it).
     imports = [f for f in verify_against(dist, targets).findings
                if f.module.partition(".")[0] in dist.packages]
-    run_api = api.checker()
-    found = None if run_api is None else list(run_api(dist, targets, baseline).findings)
+    found = None if run_api is None else list(run_api(targets, baseline).findings)
     return Check(live_only(imports, helpers, version, root),
                  None if found is None else live_only(found, helpers, version, root))
 
 
 def check_copy(dist: Dist, targets: Sequence[Path], results: list[FileResult], version: str,
-               helpers: tuple[str, ...], baseline: str | None) -> Check:
+               helpers: tuple[str, ...], baseline: str | None,
+               run_api: api.Checker | None = None) -> Check:
     """`check` on a copy of `targets` with the migrated bytes laid over it; findings name
     the original files."""
     cwd = Path.cwd()
@@ -150,7 +152,7 @@ def check_copy(dist: Dist, targets: Sequence[Path], results: list[FileResult], v
         for result in results:
             if result.new is not None and result.edits is None:
                 _mirror(top, Path(result.path).resolve()).write_bytes(result.new)
-        found = check(dist, copies, version, helpers, baseline, top)
+        found = check(dist, copies, version, helpers, baseline, top, run_api)
     back = _back(top, cwd)
     return Check([back(f) for f in found.imports],
                  None if found.api is None else [back(f) for f in found.api])
@@ -171,9 +173,11 @@ def _back(top: Path, cwd: Path) -> Any:
     here = str(cwd) + os.sep
 
     def restore(finding: Any) -> Any:
+        # verify-imports names files absolutely, verify-api relative to the working folder.
+        path = os.path.normpath(os.path.join(cwd, finding.path))
         for prefix in prefixes:
-            if finding.path.startswith(prefix) and _is_instance(finding):
-                shown = os.sep + finding.path[len(prefix):]
+            if path.startswith(prefix) and _is_instance(finding):
+                shown = os.sep + path[len(prefix):]
                 return dataclasses.replace(finding, path=shown.removeprefix(here))
         return finding
 
