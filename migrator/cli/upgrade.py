@@ -13,6 +13,9 @@ from migrator.cli.pipeline import setup
 from migrator.core.dists import parse_requirement
 from migrator.core.report import unified_diff
 from migrator.rewrite.engine import Options
+from migrator.upgrade import Item, Upgrade, UpgradePlan, as_json, as_text
+from migrator.upgrade.api import checker
+from rules import RulesError
 
 _STYLES = ("if", "try")
 
@@ -44,11 +47,11 @@ def upgrade(requirement: str, paths: tuple[str, ...], rules_name: str, from_vers
     """Upgrade the code below PATHS to NAME==VERSION (e.g. vllm==0.14.0) in one command.
 
     \b
-    1. verify-imports --against NAME==VERSION (and verify-api --against, where this vam
-       has it): what breaks at VERSION;
+    1. verify-imports --against NAME==VERSION and verify-api --against NAME==VERSION:
+       what breaks at VERSION;
     2. migrate --rules vllm --to VERSION --keep-compat BASELINE: each import move in
-       dual-lane form, the old import kept for the baseline (plain migrate where this
-       vam's migrate has no --keep-compat; the report says so);
+       dual-lane form, the old import kept for the baseline (plain migrate when no
+       baseline is known; the report says so);
     3. the same checks on the result (in memory unless --write);
     4. what is left for a person, grouped by failure pattern: imports that still fail,
        signature changes of overridden methods, calls with changed parameters, moved or
@@ -65,7 +68,6 @@ def upgrade(requirement: str, paths: tuple[str, ...], rules_name: str, from_vers
     """
     from migrator import upgrade as up
     from migrator.core.sources import InputError
-    from migrator.upgrade.api import checker
     from migrator.verify_imports import TargetError, load_dist
 
     wanted = parse_requirement(requirement)
@@ -75,32 +77,44 @@ def upgrade(requirement: str, paths: tuple[str, ...], rules_name: str, from_vers
         dist = load_dist(dist_spec or requirement)
     except InputError as exc:
         raise UsageFailure(str(exc)) from None
-    run = setup(paths, rules_name, (from_version,) if from_version else (), (wanted[1],),
-                quiet)
+    plan = _plan(requirement, dist_spec, paths, rules_name, from_version, wanted[1],
+                 exclude, version_guard, quiet)
+    try:
+        done = up.upgrade(plan, dist, wanted[1], write=write, style=compat_style, jobs=jobs,
+                          reload=lambda: load_dist(dist_spec or requirement))
+    except (InputError, TargetError, RulesError) as exc:
+        raise UsageFailure(str(exc)) from None
+    items = up.left(done)
+    _show(done, requirement, items, write, fmt)
+    sys.exit(1 if items or any(r.failed for r in done.results) else 0)
+
+
+def _plan(requirement: str, dist_spec: str | None, paths: tuple[str, ...], rules_name: str,
+          from_version: str | None, version: str, exclude: tuple[str, ...],
+          version_guard: tuple[str, ...], quiet: bool) -> UpgradePlan:
+    """The run's inputs: migrate's setup for one pack up to `version`, and verify-api
+    against the same release."""
+    run = setup(paths, rules_name, (from_version,) if from_version else (), (version,), quiet)
     if len(run.lanes) != 1:
         raise UsageFailure("vam upgrade takes one move table: --rules NAME")
+    lane = run.lanes[0]
     guards = opt.guard_names(version_guard, run.config.version_guards)
     options = Options(comments=run.config.comments, line_length=run.config.line_length,
                       version_guards=guards,
                       version_helper_module=run.config.version_helper_module)
-    baseline = run.lanes[0].from_version
-    check_api = checker(dist_spec or requirement, run.lanes[0].pack, run.config, guards,
-                               exclude)
-    plan = up.UpgradePlan(run.targets, baseline, run.sources(exclude), options,
-                          lambda o, w: run.job(o, write=w, keep_new=True), check_api)
-    try:
-        done = up.upgrade(plan, dist, wanted[1], write=write, style=compat_style, jobs=jobs,
-                          reload=lambda: load_dist(dist_spec or requirement))
-    except (InputError, TargetError) as exc:
-        raise UsageFailure(str(exc)) from None
-    items = up.left(done)
+    check_api = checker(dist_spec or requirement, lane.pack, run.config, guards, exclude)
+    return UpgradePlan(run.targets, lane.from_version, run.sources(exclude), options,
+                       lambda o, w: run.job(o, write=w, keep_new=True), check_api)
+
+
+def _show(done: Upgrade, requirement: str, items: list[Item], write: bool, fmt: str) -> None:
+    """The report on stdout: JSON, or the diff (unless written) and the text report."""
     if fmt == "json":
-        click.echo(up.as_json(done, requirement, items, write), nl=False)
-    else:
-        if not write:
-            for result in done.changed:
-                if result.old is not None and result.new is not None:
-                    sys.stdout.write(unified_diff(result.path, result.old, result.new,
-                                                  result.encoding))
-        click.echo(up.as_text(done, requirement, items, write), nl=False)
-    sys.exit(1 if items or any(r.failed for r in done.results) else 0)
+        click.echo(as_json(done, requirement, items, write), nl=False)
+        return
+    if not write:
+        for result in done.changed:
+            if result.old is not None and result.new is not None:
+                sys.stdout.write(unified_diff(result.path, result.old, result.new,
+                                              result.encoding))
+    click.echo(as_text(done, requirement, items, write), nl=False)
