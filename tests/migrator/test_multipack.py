@@ -227,3 +227,28 @@ def test_verify_imports_suggestions_read_every_configured_pack(
     (tmp_path / "pyproject.toml").write_text('[tool.vam]\nrules = ["vllm_ascend", "fork.toml"]\n')
     answer = MoveTables({"fork", "vllm_ascend"}, None).answer("fork.old.X", module=False)
     assert answer is not None and (answer.new, answer.steps) == ("fork.new.X", ("1.0",))
+
+
+def test_keep_compat_names_its_pack_when_several_run(tmp_path: Path) -> None:
+    """Only the named pack's imports get two lanes; the other pack's are replaced; a bare
+    version with several packs is a usage error that says how to name the pack."""
+    source = tmp_path / "a.py"
+    source.write_text(
+        "from vllm_ascend.utils import vllm_version_is\n"
+        f"import {ASCEND_OLD} as mc\n"
+        f"from {VLLM_OLD.rpartition('.')[0]} import DeviceMemoryProfiler\n"
+    )
+    bare = vam("migrate", *BOTH, *VLLM_FROM, "--to", "vllm=0.11.1", "--keep-compat", "0.11.0",
+               str(tmp_path))
+    assert bare.returncode == 2 and "--keep-compat vllm=0.11.0" in bare.stderr, bare.stderr
+    done = vam("migrate", *BOTH, *VLLM_FROM, "--to", "vllm=0.11.1", "--keep-compat",
+               "vllm=0.11.0", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert source.read_text() == (
+        "from vllm_ascend.utils import vllm_version_is\n"
+        f"import {ASCEND_NEW} as mc\n"
+        'if vllm_version_is("0.11.0"):\n'
+        f"    from {VLLM_OLD.rpartition('.')[0]} import DeviceMemoryProfiler\n"
+        "else:\n"
+        f"    from {VLLM_NEW.rpartition('.')[0]} import DeviceMemoryProfiler\n"
+    )
