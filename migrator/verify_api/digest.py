@@ -17,11 +17,9 @@ import builtins
 from dataclasses import replace
 from typing import Any
 
-from migrator.verify_api.signature import of_function
+from migrator.verify_api.signature import annotated_class, of_function
 
 _BUILTINS = frozenset(dir(builtins))
-_NONE = {"None", "NoneType"}
-_WRAPPERS = {"Optional", "Union", "Annotated", "Final", "ClassVar", "InitVar"}
 
 
 def summarise(source: bytes, module: str, is_package: bool) -> dict[str, Any]:
@@ -120,28 +118,8 @@ class _Scope:
 
     def annotation(self, node: ast.expr | None) -> str:
         """The class an annotation names (`X`, `Optional[X]`, `X | None`, `"X"`), else ""."""
-        if node is None:
-            return ""
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            try:
-                node = ast.parse(node.value, mode="eval").body
-            except SyntaxError:
-                return ""
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-            sides = [s for s in (node.left, node.right) if ast.unparse(s) not in _NONE]
-            return self.annotation(sides[0]) if len(sides) == 1 else ""
-        if isinstance(node, ast.Subscript):
-            head = ast.unparse(node.value).rsplit(".", 1)[-1]
-            if head not in _WRAPPERS:
-                return ""
-            items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-            if head == "Annotated":
-                items = items[:1]
-            items = [i for i in items if ast.unparse(i) not in _NONE]
-            return self.annotation(items[0]) if len(items) == 1 else ""
-        if isinstance(node, (ast.Name, ast.Attribute)):
-            return self.dotted(node) or ""
-        return ""
+        found = annotated_class(node)
+        return (self.dotted(found) or "") if found is not None else ""
 
     def _class(self, node: ast.ClassDef) -> dict[str, Any]:
         bases = [self.dotted(b) or "?" for b in node.bases]

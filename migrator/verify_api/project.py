@@ -17,7 +17,7 @@ from typing import cast
 
 from migrator.core.modname import RelativeImportError, resolve_relative
 from migrator.verify_api.guards import catches_probe, probes
-from migrator.verify_api.signature import Signature, of_function
+from migrator.verify_api.signature import Signature, annotated_class, of_function
 
 Live = Callable[[ast.expr], "bool | None"]
 _TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
@@ -138,19 +138,8 @@ class _Reader:
 
     def annotation(self, node: ast.expr | None) -> str:
         """The upstream class an annotation names (`X`, `X | None`, `Optional[X]`, "X")."""
-        if node is None:
-            return ""
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            try:
-                node = ast.parse(node.value, mode="eval").body
-            except SyntaxError:
-                return ""
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-            sides = [s for s in (node.left, node.right) if ast.unparse(s) != "None"]
-            return self.annotation(sides[0]) if len(sides) == 1 else ""
-        if isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("Optional"):
-            return self.annotation(node.slice)
-        found = self.dotted(node) if isinstance(node, (ast.Name, ast.Attribute)) else ""
+        named = annotated_class(node)
+        found = self.dotted(named) if named is not None else ""
         return found if found and self.is_upstream(found) else ""
 
     def block(self, body: list[ast.stmt], scope: str, env: dict[str, str],

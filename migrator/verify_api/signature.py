@@ -172,3 +172,31 @@ def describe(sig: Signature) -> str:
         star = star or p.kind == VARARGS
         out.append(f"{prefix}{p.name}{'=...' if p.default and not prefix else ''}")
     return f"({', '.join(out)})"
+
+
+_NONE = {"None", "NoneType"}
+_WRAPPERS = {"Optional", "Union", "Annotated", "Final", "ClassVar", "InitVar"}
+
+
+def annotated_class(node: ast.expr | None) -> ast.Name | ast.Attribute | None:
+    """The class an annotation names: `X`, `"X"`, `X | None`, `Optional[X]`, `Union[X, None]`,
+    `Annotated[X, ...]`, `Final[X]`, `ClassVar[X]`; None for anything else (two classes, a
+    generic container, a string that does not parse)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        try:
+            node = ast.parse(node.value, mode="eval").body
+        except SyntaxError:
+            return None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        sides = [s for s in (node.left, node.right) if ast.unparse(s) not in _NONE]
+        return annotated_class(sides[0]) if len(sides) == 1 else None
+    if isinstance(node, ast.Subscript):
+        head = ast.unparse(node.value).rsplit(".", 1)[-1]
+        if head not in _WRAPPERS:
+            return None
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if head == "Annotated":
+            items = items[:1]
+        items = [i for i in items if ast.unparse(i) not in _NONE]
+        return annotated_class(items[0]) if len(items) == 1 else None
+    return node if isinstance(node, (ast.Name, ast.Attribute)) else None
