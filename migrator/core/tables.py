@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from migrator.core.forwarding import read_getattr
 from migrator.core.resolver import Resolver
 from rules import ModuleMove, Pack, Step, SymbolMove, is_under, version_key
 
@@ -188,16 +189,22 @@ def _module_file(tree: Path, dotted: str) -> Path | None:
 
 
 def _defines(tree: Path, dotted: str) -> bool:
-    """True if the module of `dotted` binds its last name at top level."""
+    """True if the module of `dotted` binds its last name at top level, or its module-level
+    `__getattr__` serves it (a deprecation forwarder: the name still imports)."""
     module, _, name = dotted.rpartition(".")
     path = _module_file(tree, module)
     if path is None or path.is_dir():
         return False
+    data = path.read_bytes()
     try:
-        body = ast.parse(path.read_bytes()).body
+        body = ast.parse(data).body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
-    return name in _bound_names(body)
+    if name in _bound_names(body):
+        return True
+    served = read_getattr(data, module, path.name == "__init__.py",
+                          lambda d: _module_file(tree, d) is not None)
+    return served is not None and name in served.served
 
 
 def _bound_names(body: list[ast.stmt]) -> set[str]:

@@ -4,7 +4,7 @@ Static mode resolves every first-party import against the package's own files, n
 them (index.py: what a module binds; project.py: star imports, suggestions; checker.py: names
 and modules; cycles.py: cycles that break at import time). Dynamic mode imports each module in
 a subprocess (dynamic.py). Against a third-party release (against.py) the same checker runs on
-imports of that distribution, indexed from its tree, sdist or wheel; forwarding.py reads what a
+imports of that distribution, indexed from its tree, sdist or wheel; core/forwarding.py reads what a
 module `__getattr__` serves. run.py ties them to the command line; output.py renders findings.
 """
 

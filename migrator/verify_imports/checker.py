@@ -11,11 +11,11 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from migrator.core.forwarding import Served
 from migrator.core.modname import RelativeImportError
 from migrator.verify_imports import findings as codes
 from migrator.verify_imports.discovery import EXTENSION, NAMESPACE, SOURCE, ModuleFile
 from migrator.verify_imports.findings import ImportFinding
-from migrator.verify_imports.forwarding import Served
 from migrator.verify_imports.index import ImportedName, ImportStmt
 from migrator.verify_imports.project import IMPLICIT_NAMES, Project, resolve_from_module
 

@@ -13,14 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from migrator.core.forwarding import Getattr, Served
 from migrator.verify_imports.discovery import Layout, ModuleFile
-from migrator.verify_imports.forwarding import Getattr, Served
 from migrator.verify_imports.index import ImportedName, ImportStmt, ModuleInfo
 
 KIND = "verify-imports"
 # Modules whose code decides what an entry holds: a change to any of them is a new tag.
-CODE = tuple(Path(__file__).parent / name for name in (
-    "distindex.py", "index.py", "forwarding.py", "against.py", "discovery.py", "project.py"))
+CODE = (*(Path(__file__).parent / name for name in (
+    "distindex.py", "index.py", "against.py", "discovery.py", "project.py")),
+    Path(__file__).parents[1] / "core" / "forwarding.py")
 
 
 def encode(layout: Layout, infos: dict[Path, ModuleInfo], getattrs: dict[str, Getattr | None],

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from migrator.core.forwarding import Getattr, read_getattr
 from migrator.core.modname import RelativeImportError, resolve_relative
 from migrator.verify_imports.discovery import EXTENSION, NAMESPACE, Layout, ModuleFile
-from migrator.verify_imports.forwarding import Getattr, read_getattr
 from migrator.verify_imports.index import ImportStmt, ModuleInfo, add_binding, index_source
 from migrator.verify_imports.unpackaged import Unpackaged, find_unpackaged
 

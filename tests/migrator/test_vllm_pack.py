@@ -71,6 +71,10 @@ def test_every_step_is_checked_against_a_pair() -> None:
      ["0.19.0", "0.22.0"]),
     ("0.11.0", "vllm.attention.AttentionBackend", "vllm.v1.attention.backend.AttentionBackend",
      ["0.12.0", "0.14.0"]),
+    # Moved in 0.11.1 but served by vllm.utils' deprecation __getattr__ until 0.14.0 removed it:
+    # code written for 0.13.0 may still spell the old path, and is migrated by 0.14.0's row.
+    ("0.13.0", "vllm.utils.get_open_port", "vllm.utils.network_utils.get_open_port", ["0.14.0"]),
+    ("0.11.0", "vllm.utils.get_open_port", "vllm.utils.network_utils.get_open_port", ["0.11.1"]),
 ])  # fmt: skip
 def test_the_known_moves_resolve_through_the_chain(start: str, old: str, new: str,
                                                    steps: list[str]) -> None:
