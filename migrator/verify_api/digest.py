@@ -6,8 +6,8 @@ Shape (lists and dicts only, for `migrator.core.indexcache`):
 `["func", signature]`, `["alias", "dotted.target"]` (an import, or `X = Y` of a name) or
 `["value", ""]`; a class is `{"bases": [dotted | "?"], "methods": {name: signature},
 "attrs": [name], "types": {attr: dotted}, "fields": [[name, has_default, kw_only]] | None,
-"dynamic": bool, "new": bool}`. Dotted names are absolute, resolved in the module's own
-imports; "?" is a base that is not a plain name.
+"dynamic": bool, "new": bool, "decorated": bool}`. Dotted names are absolute, resolved in
+the module's own imports; "?" is a base that is not a plain name.
 """
 
 from __future__ import annotations
@@ -143,6 +143,9 @@ class _Scope:
             "fields": _fields(node), "dynamic": bool({"__getattr__", "__getattribute__"} & set(
                 methods)) or any(k.arg == "metaclass" for k in node.keywords),
             "new": "__new__" in methods,
+            # A decorator other than `dataclass` may write the constructor (vLLM's `@config`,
+            # a pydantic dataclass): a class with one and no `__init__` has no known signature.
+            "decorated": any(_decorator_name(d) != "dataclass" for d in node.decorator_list),
         }
 
 
@@ -168,12 +171,18 @@ def _self_attrs(func: ast.FunctionDef | ast.AsyncFunctionDef, attrs: set[str],
                     types.setdefault(target.attr, found)
 
 
+def _decorator_name(decorator: ast.expr) -> str:
+    """The last component of what a decorator names (`dataclass` for
+    `@dataclasses.dataclass(frozen=True)`)."""
+    return ast.unparse(decorator.func if isinstance(decorator, ast.Call) else decorator) \
+        .rsplit(".", 1)[-1]
+
+
 def _fields(node: ast.ClassDef) -> list[list[Any]] | None:
     """The init fields of a `@dataclass` (any decorator named `dataclass`, called or not),
     else None: (name, has a default, keyword-only)."""
-    decorator = next((d for d in node.decorator_list
-                      if ast.unparse(d.func if isinstance(d, ast.Call) else d)
-                      .rsplit(".", 1)[-1] == "dataclass"), None)
+    decorator = next((d for d in node.decorator_list if _decorator_name(d) == "dataclass"),
+                     None)
     if decorator is None:
         return None
     kw_only = isinstance(decorator, ast.Call) and any(

@@ -187,10 +187,13 @@ class Upstream:
 
     def constructor(self, qual: str) -> Signature | None:
         """What calling class `qual` binds to: the first `__init__` up the bases, else the
-        fields of its dataclasses; None when unknown (`__new__`, a base outside the release)."""
+        fields of its dataclasses; None when unknown (`__new__`, a decorator that may write the
+        constructor, a base outside the release)."""
         classes, complete = self.mro(qual)
         for cls in classes:
             if cls.data["new"]:
+                return None
+            if cls.data.get("decorated") and "__init__" not in cls.data["methods"]:
                 return None
             if "__init__" in cls.data["methods"]:
                 return Signature.from_json(cls.data["methods"]["__init__"]).bound()

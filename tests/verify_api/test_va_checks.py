@@ -92,3 +92,27 @@ def test_a_fresh_override_and_unknown_bases_are_left_alone(tree: Tree) -> None:
                 super().__init__(prefix)
     """})
     assert found == []
+
+
+def test_a_class_whose_decorator_may_write_the_constructor_is_not_judged(tree: Tree) -> None:
+    """vLLM's config classes are `@config` (pydantic) dataclasses: with no `__init__` of their
+    own, their constructor is unknown, not `()`; a plain class still is `()`."""
+    root = _releases(tree)
+    write(root, {"new/vllm/cfg.py": """
+        def config(cls):
+            return cls
+
+        @config
+        class CompilationConfig:
+            level: int = 0
+
+        class Plain:
+            pass
+    """})
+    found = _run(root, baseline=None, paths=("plugin/cfg_use.py",), **{"plugin/cfg_use.py": """
+        from vllm.cfg import CompilationConfig, Plain
+
+        CompilationConfig(level=3)
+        Plain(1)
+    """})
+    assert [(f[1], f[2]) for f in found] == [(4, "VAP006")]
