@@ -25,8 +25,10 @@ from migrator.core.report import (
     text_line,
     unified_diff,
 )
+from migrator.core.resolver import Resolver
 from migrator.core.tables import as_dotted, explain_name
 from migrator.rewrite.engine import FileResult, Options
+from migrator.rewrite.lanes import Lane
 from migrator.rewrite.runner import Job
 from rules import RulesError, is_dotted, version_key
 
@@ -161,11 +163,36 @@ def _lanes(
     except RulesError as exc:
         raise UsageFailure(str(exc)) from None
     lanes = tuple(replace(lane, keep_compat=kept.get(lane.pack.name)) for lane in run.lanes)
+    for lane in lanes:
+        late = _keep_too_late(lane, len(lanes) > 1)
+        if late:
+            raise UsageFailure(late)
     return replace(run, lanes=lanes), replace(
         options,
         keep_compat=next(iter(kept.values())),
         compat_style=style or "if",
         version_helper_module=run.config.version_helper_module,
+    )
+
+
+def _keep_too_late(lane: Lane, named: bool) -> str | None:
+    """Why `lane`'s `--keep-compat` version has no old lane to keep (None: it has one): it is
+    at or after `--to`, or at or after the release of the last step the lane applies."""
+    version = lane.keep_compat
+    if version is None:
+        return None
+    steps = Resolver(lane.pack, lane.from_version, lane.to_version).steps
+    end = lane.to_version or (steps[-1].version if steps else None)
+    key = version_key(version)
+    late = lane.to_version is not None and key >= version_key(lane.to_version)
+    if steps and key >= version_key(steps[-1].release):
+        late = True
+    if not late:
+        return None
+    pack = f"{lane.pack.name}=" if named else ""
+    return (
+        f"--keep-compat {pack}{version} is not before --to {pack}{end}: no step after it is "
+        "applied, so there is no old lane to keep (give the release the code still supports)"
     )
 
 

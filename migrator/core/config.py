@@ -253,6 +253,10 @@ def _version_guards(section: dict[str, Any], path: Path) -> tuple[str, ...]:
     if "version-guards" not in section:
         return DEFAULT_VERSION_GUARDS
     names = _string_list(section, "version-guards", path)
+    if not names:
+        # No helper would leave every guarded block unread and `--keep-compat` no helper to
+        # write; to recognise none, list one the project never calls.
+        raise ConfigError(f"{path}: [tool.vam] version-guards must list at least one helper")
     for name in names:
         problem = version_guard_problem(name)
         if problem:

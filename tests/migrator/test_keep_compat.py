@@ -150,6 +150,14 @@ def test_try_style_tries_the_new_import_first_and_needs_no_helper() -> None:
     assert F.OLD_FIRST not in codes(engine(report_only=True).transform_python(new, None)[1])
 
 
+def test_try_style_across_steps_is_dropped_to_a_plain_migrate() -> None:
+    # Attention moved in 0.12.0, a step after the first one after 0.11.0: the pair vam writes
+    # for 0.11.0 still collapses (keep() checks --drop-compat 0.11.0 against a plain migrate).
+    new, _ = keep("from vllm.attention.layer import Attention\nfrom vllm.utils import cdiv\n",
+                  compat_style="try")
+    assert new.count("except ImportError:") == 2
+
+
 @pytest.mark.parametrize("binding", [
     # (used elsewhere: an import only the dropped lanes use goes with them)
     "from vllm_ascend.utils import vllm_version_is\nNEW = vllm_version_is('0.99.0')\n",
@@ -320,11 +328,24 @@ def test_cli_text_files_keep_the_old_path_unless_they_pin_a_release_that_has_the
     (("--compat-style", "try"), "needs --keep-compat"),
     (("--keep-compat", "x.y"), "not a version"),
     (("--keep-compat", "0.11.0", "--version-guard", "vllm_version_lt"), "_gt"),
+    (("--keep-compat", "0.12.0", "--to", "0.11.1"), "is not before --to 0.11.1"),
+    (("--keep-compat", "0.12.0"), "is not before --to 0.12.0"),
 ])
 def test_cli_usage_errors(tmp_path: Path, args: tuple[str, ...], error: str) -> None:
     table = str(_tree(tmp_path))
     bad = vam("migrate", "--rules", table, *args, ".", cwd=tmp_path)
     assert bad.returncode == 2 and error in bad.stderr and "Traceback" not in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_cli_an_empty_version_guards_list_is_a_configuration_error(tmp_path: Path) -> None:
+    table = str(_tree(tmp_path))
+    (tmp_path / "pyproject.toml").write_text("[tool.vam]\nversion-guards = []\n")
+    for extra in (("--keep-compat", "0.11.0", "--diff"), ("--diff",)):
+        bad = vam("migrate", "--rules", table, *extra, ".", cwd=tmp_path)
+        assert bad.returncode == 2, bad.stdout + bad.stderr
+        assert "version-guards" in bad.stderr and "Traceback" not in bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
 
 
 def test_cli_help_shows_an_example() -> None:

@@ -125,3 +125,27 @@ def test_try_style_over_one_step_is_settled_and_dropped_to_a_plain_migrate(
             problems.append(f"{where}: --drop-compat differs from a plain migrate")
     assert not problems, "\n".join(problems)
     assert tries, "no try block was written: the sample proves nothing"
+
+
+@pytest.mark.parametrize("pack_name", sorted(rules.bundled()))
+def test_try_style_across_several_steps_is_dropped_to_a_plain_migrate(pack_name: str) -> None:
+    """`--compat-style try` from a release to two or more steps later: the pairs vam writes
+    cover moves of every step after VERSION up to --to, and `--drop-compat VERSION` collapses
+    them all."""
+    pack = rules.load_pack(pack_name)
+    versions = [step.version for step in pack.steps]
+    spans = [(v, versions[i + 2]) for i, v in enumerate(versions[:-2])]
+    spans += [(versions[0], None)] if len(versions) > 2 else []
+    problems = []
+    tries = 0
+    for start, end in random.Random(21).sample(spans, min(2, len(spans))):
+        source = _module_for(pack, start, end)
+        keep = {"keep_compat": start, "compat_style": "try", "version_helper_module": "h"}
+        kept, _ = _engine(pack, start, end, **keep).transform_python(source, None)
+        tries += kept.count("except ImportError:")
+        dropped = _engine(pack, start, end, drop_compat=start).transform_python(kept, None)[0]
+        if dropped != _engine(pack, start, end).transform_python(source, None)[0]:
+            problems.append(f"--from {start} --to {end}: --drop-compat differs from a plain "
+                            f"migrate ({dropped.count('except ImportError:')} try blocks left)")
+    assert not problems, "\n".join(problems)
+    assert tries or len(versions) < 3, "no try block was written: the sample proves nothing"

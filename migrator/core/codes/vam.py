@@ -118,9 +118,9 @@ VAM_CODES: tuple[Code, ...] = (
         "VAM007", INFO, "compatibility block collapsed to its newer branch",
         means=(
             "`vam migrate --drop-compat VERSION` found a block guarded for VERSION or older (or a "
-            "try/except ImportError fallback to a path that moved right after VERSION) and kept "
-            "only the branch that still runs: header and old branch removed, the kept branch "
-            "dedented."
+            "try/except ImportError fallback to a path that moved after VERSION, up to --to) and "
+            "kept only the branch that still runs: header and old branch removed, the kept "
+            "branch dedented."
         ),
         why=(
             "Support for VERSION was dropped, so the old branch is dead code. Reported so the "

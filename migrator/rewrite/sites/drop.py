@@ -5,8 +5,9 @@ An `if`/`elif`/`else` chain loses the arms whose guard (`versions.py`) is False 
 version after VERSION; an arm that is True there becomes the chain's `else` (or, first, the
 whole statement). A chain left with one block is replaced by that block, dedented; one left
 with nothing is deleted (`pass` where its block would be empty). A conditional expression
-keeps its live side; a `try`/`except ImportError` pair (`compat.py`) whose old path moved in
-the first step after VERSION keeps the branch with the new path.
+keeps its live side; a `try`/`except ImportError` pair (`compat.py`) keeps the branch with
+the new path when its `except` branch imports old paths that moved in steps after VERSION (up
+to `--to`), or when its `try` branch does and they moved in the first step after VERSION.
 Comments and layout of what is kept stay; lines inside multi-line strings are never
 re-indented. A condition a dropped guard cannot decide (`vllm_version_is("0.11.0") or flag`)
 is reported for a human.
@@ -178,8 +179,8 @@ class _Planner:
             self._cut(Cut(body_end, self.smap.line_end(node_end)))
 
     def _emit_try(self, node: ast.Try) -> None:
-        """A `try`/`except ImportError` pair whose old path moved in the first step after
-        the floor keeps the branch with the new path."""
+        """A `try`/`except ImportError` pair whose old paths serve only the floor's release
+        (`_old_side`) keeps the branch with the new path."""
         if node.orelse or node.finalbody or len(node.handlers) != 1:
             return
         handler = node.handlers[0]
@@ -197,20 +198,24 @@ class _Planner:
             self._keep_block(self._line_start(start), colon, node.body, node_end, node.lineno)
         condition = "except ImportError"
         message = (
-            f"the `{condition}` fallback imports a path that moved in the first step after "
-            f"{self.floor.version}: collapsed to the branch with the new path"
+            f"the `{condition}` pair imports a path that moved after {self.floor.version}: "
+            "collapsed to the branch with the new path"
         )
         self.report(F.Finding("", 0, 0, F.COMPAT_DROPPED, "branch", message), node)
 
     def _old_side(self, body: list[ast.stmt], fallback: list[ast.stmt]) -> str | None:
         """"body" or "fallback": the branch that binds old paths (every pair agreeing), when
-        each old path moved in the first step after the floor; else None."""
+        each old path moved in a step after the floor that the pair serves; else None.
+
+        A fallback to old paths (`try: <new>` / `except ImportError: <old>`, what
+        `--keep-compat VERSION --compat-style try` writes) serves the floor's release: its
+        moves may lie in any step after the floor up to `--to`. A `try` that prefers old paths
+        runs them wherever they still exist, so it is dropped only for moves of the first
+        step after the floor."""
         resolver = self.ctx.resolver
-        floor = self.floor
-        later = [s.version for s in resolver.pack.steps if not floor.excludes(s.version)]
+        later = [s.version for s in resolver.pack.steps if not self.floor.excludes(s.version)]
         if not later:
             return None
-        first_after = later[0]
         sides = set()
         theirs = bindings(self.ctx, fallback)
         for name, (_, path, new, _) in bindings(self.ctx, body).items():
@@ -219,7 +224,8 @@ class _Planner:
                 continue
             old, side = (path, "body") if path != new else (other[1], "fallback")
             steps = {hit.step for hit in resolver.resolve(old).hits}
-            if steps != {first_after}:
+            served = set(later) if side == "fallback" else {later[0]}
+            if not steps or not steps <= served:
                 return None
             sides.add(side)
         return sides.pop() if len(sides) == 1 else None
