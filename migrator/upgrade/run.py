@@ -124,7 +124,7 @@ def check(dist: Dist, targets: Sequence[str], version: str, helpers: tuple[str, 
     """Both checks on `targets` as they are on disk (paths below `root` read relative)."""
     # Against a distribution the checker also reads the project's own relative imports; a
     # broken one is not the upgrade's business (verify-imports' static mode reports it).
-    imports = [f for f in verify_against(dist, targets).findings
+    imports = [f for f in verify_against(dist, targets, helpers).findings
                if f.module.partition(".")[0] in dist.packages]
     found = None if run_api is None else list(run_api(targets, baseline).findings)
     return Check(live_only(imports, helpers, version, root),
