@@ -161,6 +161,29 @@ def test_usage_errors_exit_2(project: Path) -> None:
     assert "nowhere" in missing.stderr and len(missing.stderr.splitlines()) == 1
 
 
+def test_a_dist_of_another_release_is_refused(project: Path) -> None:
+    _write(project / "proj", CLEAN)
+    args = ["--rules", str(project / "pack.toml"), "--dist", str(project / "vllm2"),
+            str(project / "proj")]
+    other = CliRunner().invoke(main, ["upgrade", "vllm==3.0.0", *args])
+    assert other.exit_code == 2, other.output
+    assert "it is version 2.0.0, not 3.0.0" in other.stderr
+    assert len(other.stderr.splitlines()) == 1
+
+
+def test_a_requirement_that_is_no_version_is_refused_before_fetching(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import migrator.verify_imports
+
+    def no_network(*_: object, **__: object) -> None:
+        raise AssertionError("fetched")
+
+    monkeypatch.setattr(migrator.verify_imports, "load_dist", no_network)
+    banana = CliRunner().invoke(main, ["upgrade", "vllm==banana", str(project)])
+    assert banana.exit_code == 2, banana.output
+    assert "'banana' is not a version" in banana.stderr
+
+
 def test_old_lane_of_a_dual_lane_block_is_not_reported(project: Path) -> None:
     lanes = dict(CLEAN)
     lanes["plugin/a.py"] = """
