@@ -124,7 +124,8 @@ def test_report_groups_what_is_left_and_exits_1(project: Path) -> None:
     modules = out.index("module reorganisation: imports that still fail (1)")
     removed = out.index("removed names (1)")
     assert modules < removed  # the guide's order
-    assert "plugin/a.py:8:23: VAI001 cannot import name 'Missing'" in out[modules:removed]
+    # Lines of the file on disk, which the diff has not changed: `Missing` is on line 4.
+    assert "plugin/a.py:4:23: VAI001 cannot import name 'Missing'" in out[modules:removed]
     assert "plugin/a.py:3:1: VAM003" in out[removed:]
     assert "use vllm.keep.Base instead" in out[removed:]
 
@@ -138,9 +139,14 @@ def test_write_applies_and_json_reports(project: Path) -> None:
     assert [(i["group"], i["code"], i["line"]) for i in data["left"]] == [
         ("module reorganisation: imports that still fail", "VAI001", 8),
         ("signature changes of overridden methods", "VAP001", 12),
-        ("removed names", "VAM003", 3),
+        ("removed names", "VAM003", 7),
     ]
-    assert "vllm.new" in (project / "proj/plugin/a.py").read_text()
+    written = (project / "proj/plugin/a.py").read_text().splitlines()
+    assert "vllm.new" in "\n".join(written)
+    # Every line named is one of the file as written, migrate's finding too.
+    assert "Missing" in written[7] and "def forward" in written[11]
+    assert "vllm.gone" in written[6]
+    assert [f["line"] for f in data["api_before"]] == [12]
 
 
 def test_nothing_left_exits_0(project: Path) -> None:
@@ -229,7 +235,7 @@ def test_verify_api_findings_are_grouped_by_pattern(project: Path) -> None:
                                     "signature changes of overridden methods (1)",
                                     "removed names (1)")]
     assert order == sorted(order)
-    assert "plugin/a.py:12:5: VAP001" in out
+    assert "plugin/a.py:8:5: VAP001" in out  # the file on disk: nothing was written
     assert "verify-api was not run" not in out
 
 
