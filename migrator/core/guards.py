@@ -63,6 +63,36 @@ def dead_lines(source: bytes | str, helpers: tuple[str, ...], version: str | Non
     return branch_lines(source, lambda test: decide(test, helpers, version))
 
 
+Span = tuple[tuple[int, int], tuple[int, int]]
+
+
+def dead_spans(source: bytes | str, helpers: tuple[str, ...], version: str | None) -> list[Span]:
+    """Where the branches release `version` never takes begin and end, as ((line, column),
+    (end line, end column)), 1-based lines and 0-based columns (`ast`'s): unlike
+    `dead_lines`, a one-line `"a.X" if guard else "b.X"` has one branch dead here."""
+    if version is None or not helpers:
+        return []
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    spans: list[Span] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.If, ast.IfExp)):
+            decided = decide(node.test, helpers, version)
+            if decided is not None:
+                branch = node.orelse if decided else node.body
+                parts = branch if isinstance(branch, list) else [branch]
+                spans += [((p.lineno, p.col_offset), (p.end_lineno or p.lineno,
+                                                       p.end_col_offset or 0)) for p in parts]
+    return spans
+
+
+def within(spans: list[Span], line: int, col: int) -> bool:
+    """Whether (line, 0-based column) lies inside one of `spans`."""
+    return any(start <= (line, col) < end for start, end in spans)
+
+
 def branch_lines(source: bytes | str, value: Callable[[ast.expr], bool | None]) -> set[int]:
     """The lines of the branches of `if` statements and conditional expressions that never
     run when `value(test)` decides their test (True: the `else` branch, False: the body;

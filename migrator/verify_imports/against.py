@@ -19,7 +19,7 @@ from pathlib import Path
 
 from migrator.core import indexcache
 from migrator.core.dists import DistRef, index_key, open_ref, resolve
-from migrator.core.guards import dead_lines
+from migrator.core.guards import dead_lines, dead_spans, within
 from migrator.core.settings import DEFAULT_VERSION_GUARDS
 from migrator.core.sources import Source, open_release
 from migrator.verify_imports import distindex
@@ -157,7 +157,10 @@ def verify_against(dist: Dist, targets: Sequence[str],
         for layout in layouts:
             for target in layout.targets:
                 source = project.source(target.path)
+                # A string's own branch counts: `"a.X" if guard else "b.X"` is one line.
+                spans = dead_spans(source, guards, dist.version)
                 strings = [f for text, line, col in dotted_strings(source, project.first_party)
+                           if not within(spans, line, col - 1)
                            for f in check_dotted(project, target, text, line, col, show)]
                 mine = check_file(project, target, show) + unsuppressed(source, strings)
                 dead = dead_lines(source, guards, dist.version) if mine else set()
