@@ -15,7 +15,7 @@ from migrator.core.report import unified_diff
 from migrator.rewrite.engine import Options
 from migrator.upgrade import Item, Upgrade, UpgradePlan, as_json, as_text
 from migrator.upgrade.api import checker
-from rules import RulesError
+from rules import RulesError, version_key
 
 _STYLES = ("if", "try")
 
@@ -31,7 +31,8 @@ _STYLES = ("if", "try")
               "release; the command says which]")
 @click.option("--dist", "dist_spec", metavar="DIST",
               help="Read the release from DIST (a source tree, sdist, wheel) instead of "
-              "fetching NAME==VERSION into ~/.cache/vam-sdists.")
+              "fetching NAME==VERSION into ~/.cache/vam-sdists; a DIST that states another "
+              "version is refused.")
 @click.option("--write", is_flag=True, help="Apply the migration. [default: show the diff]")
 @click.option("--compat-style", type=click.Choice(_STYLES), default="if", show_default=True,
               help="Dual-lane form: `if vllm_version_is(OLD): <old> else: <new>`, or try the "
@@ -70,13 +71,12 @@ def upgrade(requirement: str, paths: tuple[str, ...], rules_name: str, from_vers
     from migrator.core.sources import InputError
     from migrator.verify_imports import TargetError, load_dist
 
-    wanted = parse_requirement(requirement)
-    if wanted is None:
-        raise UsageFailure(f"{requirement!r}: expected NAME==VERSION, e.g. vllm==0.14.0")
+    wanted = _requirement(requirement)
     try:
         dist = load_dist(dist_spec or requirement)
     except InputError as exc:
         raise UsageFailure(str(exc)) from None
+    _same_release(dist.version, wanted[1], dist_spec)
     plan = _plan(requirement, dist_spec, paths, rules_name, from_version, wanted[1],
                  exclude, version_guard, quiet)
     try:
@@ -87,6 +87,32 @@ def upgrade(requirement: str, paths: tuple[str, ...], rules_name: str, from_vers
     items = up.left(done)
     _show(done, requirement, items, write, fmt)
     sys.exit(1 if items or any(r.failed for r in done.results) else 0)
+
+
+def _requirement(requirement: str) -> tuple[str, str]:
+    """(name, version) of NAME==VERSION; a usage error, before anything is fetched, for
+    anything else or a VERSION that is not a PEP 440 version."""
+    wanted = parse_requirement(requirement)
+    if wanted is None:
+        raise UsageFailure(f"{requirement!r}: expected NAME==VERSION, e.g. vllm==0.14.0")
+    try:
+        version_key(wanted[1])
+    except RulesError:
+        raise UsageFailure(f"{requirement!r}: {wanted[1]!r} is not a version "
+                           "(expected NAME==VERSION, e.g. vllm==0.14.0)") from None
+    return wanted
+
+
+def _same_release(stated: str | None, wanted: str, dist_spec: str | None) -> None:
+    """A usage error when DIST states a version other than the requirement's: the report
+    would check one release and migrate to another. Unknown or unreadable: accepted."""
+    try:
+        differs = stated is not None and version_key(stated) != version_key(wanted)
+    except RulesError:
+        return
+    if differs:
+        raise UsageFailure(f"--dist {dist_spec}: it is version {stated}, not {wanted}; "
+                           "give the DIST of that release, or NAME=={stated}")
 
 
 def _plan(requirement: str, dist_spec: str | None, paths: tuple[str, ...], rules_name: str,

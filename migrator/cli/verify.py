@@ -28,6 +28,9 @@ distribution against one release of it ("what breaks if we upgrade to B?"): name
 deprecation __getattr__ still serves are warnings (VAI104) naming the new home; a missing
 path is followed through the bundled move table ("moved to Y in V (move table)", or
 removed, with the table's hint) before any guess by name ("(a guess: same name elsewhere)").
+Lines DIST's version never runs are not checked: the branch of a version guard
+([tool.vam] version-guards, e.g. `if vllm_version_is("0.13.0"):`) dead at that version,
+as in the old lane `vam migrate --keep-compat` writes.
 
 \b
 Codes (`vam rule CODE` explains one):
@@ -107,8 +110,10 @@ def verify_imports(
     python: str | None,
 ) -> None:
     import shutil
+    from pathlib import Path
 
     from migrator import verify_imports as vi
+    from migrator.core.config import ConfigError, load_config
     from migrator.core.sources import InputError
 
     if timeout_s is not None and not timeout_s > 0:
@@ -123,9 +128,10 @@ def verify_imports(
         paths = list(targets) or ["."]
         if against is not None:
             started = time.perf_counter()
+            guards = load_config(Path(paths[0])).version_guards
             dist = vi.load_dist(against)
             mode = f"against {dist.label}"
-            result = vi.verify_against(dist, paths)
+            result = vi.verify_against(dist, paths, guards)
             result.seconds = time.perf_counter() - started  # reading the index counts too
         elif dynamic:
             result = vi.verify_dynamic(
@@ -136,7 +142,7 @@ def verify_imports(
             )
         else:
             result = vi.verify_static(paths, generated=(*settings.generated, *generated))
-    except (vi.TargetError, vi.SettingsError, InputError) as exc:
+    except (vi.TargetError, vi.SettingsError, InputError, ConfigError) as exc:
         raise UsageFailure(str(exc)) from None
     click.echo(vi.render(result.findings, output_format), nl=False)
     if not quiet:  # stderr in every format, as `vam check`: stdout stays the report

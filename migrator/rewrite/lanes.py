@@ -82,7 +82,7 @@ class Chain:
             # Each lane makes its own byte tests: `screened` says only that one lane passed.
             result = _tagged(engine.process(source, current, screened=False), name)
             if current is not data and result.findings:
-                lines = _line_map(data, current)
+                lines = line_map(data, current)
                 result.findings = [replace(f, line=lines(f.line)) for f in result.findings]
             results.append(result)
             if result.new is not None and not result.failed:
@@ -116,7 +116,7 @@ def _merged(
     return merged
 
 
-def _line_map(old: bytes, new: bytes) -> Callable[[int], int]:
+def line_map(old: bytes, new: bytes) -> Callable[[int], int]:
     """Line numbers of `new` (1-based; 0 for none) to those of `old`: a lane after one that
     split an import reports where the file as read has the line."""
     before, after = old.split(b"\n"), new.split(b"\n")

@@ -1,48 +1,24 @@
-"""Which lines of a file do not run at a given release: the branches of version guards
-(`if vllm_version_is("0.13.0"): <old> else: <new>`) that release never takes.
-
-`vam verify-imports --against` reads every import of a file, so the old lane of a dual-lane
-block is reported as broken at the new release, though that release never runs it. The
-upgrade report leaves those findings out: a dual-lane block is the point of the migration.
+"""Findings less those on lines a given release and every later one never run: the
+branches of version guards (`if vllm_version_is("0.13.0"): <old> else: <new>`) no release
+from the target on takes. A dual-lane block is the point of the migration, so the upgrade
+report leaves its old lane out. Lines are found by `migrator.core.guards.branch_lines`; a
+guard is decided for a floor of versions (`rewrite/sites/versions.py`), since the upgraded
+code keeps running on the releases after the target.
 """
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
+from migrator.core.guards import branch_lines
 from migrator.rewrite.sites.versions import Floor, decide
 
 
 def dead_lines(source: bytes, helpers: tuple[str, ...], version: str) -> set[int]:
-    """The 1-based line numbers of the statements `version` never runs: the body of an `if`
-    (or of a conditional expression) whose guard is False at `version` and later, the
-    `else` branch of one whose guard is True. A file that does not parse has none."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return set()
+    """The 1-based numbers of the lines `version` and every later release never run (see
+    `branch_lines`). A file that does not parse has none."""
     floor = Floor(version, inclusive=True)
-    dead: set[int] = set()
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.If, ast.IfExp)):
-            continue
-        value = decide(node.test, helpers, floor)
-        if value is None:
-            continue
-        branch, taken = (node.orelse, node.body) if value else (node.body, node.orelse)
-        # A line the test or the taken branch shares (a one-line `a if guard else b`) runs.
-        dead.update(_lines(branch) - _lines(taken) - _lines(node.test))
-    return dead
-
-
-def _lines(part: ast.AST | list[ast.stmt]) -> set[int]:
-    found: set[int] = set()
-    for node in part if isinstance(part, list) else [part]:
-        first = getattr(node, "lineno", None)
-        if first is not None:
-            found.update(range(first, (getattr(node, "end_lineno", None) or first) + 1))
-    return found
+    return branch_lines(source, lambda test: decide(test, helpers, floor))
 
 
 def live_only(findings: list, helpers: tuple[str, ...], version: str, root: Path) -> list:

@@ -48,8 +48,8 @@ def left(run: Upgrade) -> list[Item]:
         group = REMOVED if finding.code == F.REMOVED else \
             UNPROCESSED if finding.code.startswith("VAM9") else MODULES
         _add(items, finding, group)
-    # Migrate names each removed name at its line in the file as read; the check after it
-    # reads the migrated file, whose lines a dual-lane block shifts: match by name there.
+    # Migrate's removed name and the check's failing import of it are one site: matched by
+    # name, as a line inside a rewritten block maps to the block's first line (lines.py).
     gone = {(os.path.normpath(f.path), f.old) for f in run.migrate_findings
             if f.code == F.REMOVED and f.old}
     for finding in run.after.import_errors:

@@ -23,7 +23,7 @@ from migrator.core.discover import SourceFile
 from migrator.core.findings import Finding
 from migrator.rewrite.engine import FileResult, Options
 from migrator.rewrite.runner import Job, default_jobs, run
-from migrator.upgrade import api
+from migrator.upgrade import api, lines
 from migrator.upgrade.lanes import live_only
 from migrator.verify_imports import Dist, verify_against
 
@@ -46,7 +46,8 @@ class Check:
 @dataclass
 class Upgrade:
     """Everything one run found: `before`/`after` the checks, `results` migrate's per-file
-    results (`new` set where a file changes), `notes` what the run could not do as asked."""
+    results (`new` set where a file changes), `notes` what the run could not do as asked.
+    Every finding's line is one of its file as on disk after the run (`lines.py`)."""
 
     version: str
     baseline: str | None
@@ -107,16 +108,25 @@ def upgrade(plan: UpgradePlan, dist: Dist, version: str, *, write: bool, style: 
     before = check(dist, targets, version, helpers, plan.baseline, Path.cwd(), plan.api)
     options, compat, note = dual_lane(plan.options, plan.baseline, style)
     results = list(run(plan.sources, plan.job(options, write), jobs or default_jobs()))
+    # Every line the report names is one of the file as it is on disk afterwards (lines.py).
     if write:
         fresh = reload() if reload else dist
         after = check(fresh, targets, version, helpers, plan.baseline, Path.cwd(), plan.api)
+        ahead = lines.maps(results, ahead=True)
+        before, results = _moved(before, ahead), lines.forward(results, ahead)
     else:
         after = check_copy(dist, plan.targets, results, version, helpers, plan.baseline,
                            plan.api)
+        after = _moved(after, lines.maps(results, ahead=False))
     notes = [note] if note else []
     if before.api is None:
         notes.append("verify-api was not run: signature and attribute breaks are not checked")
     return Upgrade(version, plan.baseline, compat, before, after, results, notes)
+
+
+def _moved(found: Check, maps: lines.Lines) -> Check:
+    return Check(lines.moved(found.imports, maps),
+                 None if found.api is None else lines.moved(found.api, maps))
 
 
 def check(dist: Dist, targets: Sequence[str], version: str, helpers: tuple[str, ...],
@@ -124,7 +134,7 @@ def check(dist: Dist, targets: Sequence[str], version: str, helpers: tuple[str, 
     """Both checks on `targets` as they are on disk (paths below `root` read relative)."""
     # Against a distribution the checker also reads the project's own relative imports; a
     # broken one is not the upgrade's business (verify-imports' static mode reports it).
-    imports = [f for f in verify_against(dist, targets).findings
+    imports = [f for f in verify_against(dist, targets, helpers).findings
                if f.module.partition(".")[0] in dist.packages]
     found = None if run_api is None else list(run_api(targets, baseline).findings)
     return Check(live_only(imports, helpers, version, root),

@@ -19,6 +19,7 @@ from migrator.core.baseline import CONFIG, FLAG, PACK, find_baseline
 from migrator.core.config import Config
 from migrator.core.discover import iter_files
 from migrator.core.dists import resolve
+from migrator.core.guards import decide
 from migrator.core.modname import ModuleNamer
 from migrator.core.pins import distribution_names
 from migrator.core.settings import DEFAULT_VERSION_GUARDS
@@ -27,7 +28,6 @@ from migrator.core.walk import read_regular
 from migrator.verify_api import factcache
 from migrator.verify_api.check import Checker
 from migrator.verify_api.findings import ApiFinding
-from migrator.verify_api.guards import decide
 from migrator.verify_api.project import FileFacts, Live, read_file
 from migrator.verify_api.upstream import Upstream
 from rules import Pack, RulesError, version_key

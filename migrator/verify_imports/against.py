@@ -19,6 +19,8 @@ from pathlib import Path
 
 from migrator.core import indexcache
 from migrator.core.dists import DistRef, index_key, open_ref, resolve
+from migrator.core.guards import dead_lines, dead_spans, within
+from migrator.core.settings import DEFAULT_VERSION_GUARDS
 from migrator.core.sources import Source, open_release
 from migrator.verify_imports import distindex
 from migrator.verify_imports.checker import check_dotted, check_file, unsuppressed
@@ -133,9 +135,13 @@ def _open(ref: DistRef) -> Source:
     return source
 
 
-def verify_against(dist: Dist, targets: Sequence[str]) -> VerifyResult:
+def verify_against(dist: Dist, targets: Sequence[str],
+                   guards: tuple[str, ...] = DEFAULT_VERSION_GUARDS) -> VerifyResult:
     """Check every import of `dist`'s packages in `targets` (absolute and `from` imports, and
-    dotted-path strings) against `dist`; pragmas (`# vam: ignore`) apply.
+    dotted-path strings) against `dist`; pragmas (`# vam: ignore`) apply. When `dist` states
+    its version, nothing is reported on lines that version never runs: a branch of a
+    version guard (a call of one of `guards`, `[tool.vam] version-guards`) dead there, such
+    as the old lane `vam migrate --keep-compat` writes (`migrator.core.guards`).
 
     Raises TargetError for a target that does not exist or is not Python."""
     started = time.perf_counter()
@@ -150,10 +156,14 @@ def verify_against(dist: Dist, targets: Sequence[str]) -> VerifyResult:
     with collector_paused():
         for layout in layouts:
             for target in layout.targets:
-                found += check_file(project, target, show)
                 source = project.source(target.path)
+                # A string's own branch counts: `"a.X" if guard else "b.X"` is one line.
+                spans = dead_spans(source, guards, dist.version)
                 strings = [f for text, line, col in dotted_strings(source, project.first_party)
+                           if not within(spans, line, col - 1)
                            for f in check_dotted(project, target, text, line, col, show)]
-                found += unsuppressed(source, strings)
+                mine = check_file(project, target, show) + unsuppressed(source, strings)
+                dead = dead_lines(source, guards, dist.version) if mine else set()
+                found += [f for f in mine if f.line not in dead]
     checked = sum(len(layout.targets) for layout in layouts)
     return VerifyResult(sorted(set(found)), checked, time.perf_counter() - started)

@@ -124,7 +124,8 @@ def test_report_groups_what_is_left_and_exits_1(project: Path) -> None:
     modules = out.index("module reorganisation: imports that still fail (1)")
     removed = out.index("removed names (1)")
     assert modules < removed  # the guide's order
-    assert "plugin/a.py:8:23: VAI001 cannot import name 'Missing'" in out[modules:removed]
+    # Lines of the file on disk, which the diff has not changed: `Missing` is on line 4.
+    assert "plugin/a.py:4:23: VAI001 cannot import name 'Missing'" in out[modules:removed]
     assert "plugin/a.py:3:1: VAM003" in out[removed:]
     assert "use vllm.keep.Base instead" in out[removed:]
 
@@ -138,9 +139,14 @@ def test_write_applies_and_json_reports(project: Path) -> None:
     assert [(i["group"], i["code"], i["line"]) for i in data["left"]] == [
         ("module reorganisation: imports that still fail", "VAI001", 8),
         ("signature changes of overridden methods", "VAP001", 12),
-        ("removed names", "VAM003", 3),
+        ("removed names", "VAM003", 7),
     ]
-    assert "vllm.new" in (project / "proj/plugin/a.py").read_text()
+    written = (project / "proj/plugin/a.py").read_text().splitlines()
+    assert "vllm.new" in "\n".join(written)
+    # Every line named is one of the file as written, migrate's finding too.
+    assert "Missing" in written[7] and "def forward" in written[11]
+    assert "vllm.gone" in written[6]
+    assert [f["line"] for f in data["api_before"]] == [12]
 
 
 def test_nothing_left_exits_0(project: Path) -> None:
@@ -159,6 +165,29 @@ def test_usage_errors_exit_2(project: Path) -> None:
                                    "--dist", str(project / "nowhere"), str(project / "proj")])
     assert missing.exit_code == 2 and missing.stderr.startswith("vam: error: ")
     assert "nowhere" in missing.stderr and len(missing.stderr.splitlines()) == 1
+
+
+def test_a_dist_of_another_release_is_refused(project: Path) -> None:
+    _write(project / "proj", CLEAN)
+    args = ["--rules", str(project / "pack.toml"), "--dist", str(project / "vllm2"),
+            str(project / "proj")]
+    other = CliRunner().invoke(main, ["upgrade", "vllm==3.0.0", *args])
+    assert other.exit_code == 2, other.output
+    assert "it is version 2.0.0, not 3.0.0" in other.stderr
+    assert len(other.stderr.splitlines()) == 1
+
+
+def test_a_requirement_that_is_no_version_is_refused_before_fetching(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import migrator.verify_imports
+
+    def no_network(*_: object, **__: object) -> None:
+        raise AssertionError("fetched")
+
+    monkeypatch.setattr(migrator.verify_imports, "load_dist", no_network)
+    banana = CliRunner().invoke(main, ["upgrade", "vllm==banana", str(project)])
+    assert banana.exit_code == 2, banana.output
+    assert "'banana' is not a version" in banana.stderr
 
 
 def test_old_lane_of_a_dual_lane_block_is_not_reported(project: Path) -> None:
@@ -206,7 +235,7 @@ def test_verify_api_findings_are_grouped_by_pattern(project: Path) -> None:
                                     "signature changes of overridden methods (1)",
                                     "removed names (1)")]
     assert order == sorted(order)
-    assert "plugin/a.py:12:5: VAP001" in out
+    assert "plugin/a.py:8:5: VAP001" in out  # the file on disk: nothing was written
     assert "verify-api was not run" not in out
 
 
