@@ -190,12 +190,18 @@ def _self_attrs(func: ast.FunctionDef | ast.AsyncFunctionDef, attrs: set[str],
                     types.setdefault(target.attr, found)
 
 
+# Decorators that make a class a dataclass. vLLM's `vllm.config.utils.config` makes a
+# pydantic dataclass (a `dataclass_transform`); from 0.16.0 its config classes carry it
+# alone, without `@dataclass`, and a class read without fields takes no keyword at all.
+_DATACLASS_MAKERS = frozenset({"dataclass", "config"})
+
+
 def _fields(node: ast.ClassDef) -> list[list[Any]] | None:
-    """The init fields of a `@dataclass` (any decorator named `dataclass`, called or not),
-    else None: (name, has a default, keyword-only)."""
+    """The init fields of a `@dataclass` (any decorator named as in `_DATACLASS_MAKERS`,
+    called or not), else None: (name, has a default, keyword-only)."""
     decorator = next((d for d in node.decorator_list
                       if ast.unparse(d.func if isinstance(d, ast.Call) else d)
-                      .rsplit(".", 1)[-1] == "dataclass"), None)
+                      .rsplit(".", 1)[-1] in _DATACLASS_MAKERS), None)
     if decorator is None:
         return None
     kw_only = isinstance(decorator, ast.Call) and any(
