@@ -209,6 +209,11 @@ def _why_missed(resolver: Resolver, old: str) -> str:
         return f"the pack has it removed in {found.removed_step}"
     if found.changed:
         return f"the pack moves it to {found.new}"
+    # A main2main commit also follows vLLM's main past B: the move may be a later release's.
+    later = Resolver(resolver.pack, resolver.to_version).resolve(old)
+    if later.changed and later.hits:
+        return (f"the pack moves it to {later.first.new} at {later.first.step}, after the "
+                "commit's release (the human followed vLLM main)")
     return "not in the vllm pack"
 
 

@@ -154,3 +154,19 @@ def test_fails_at_reads_the_release_sdist() -> None:
     broken = bench.fails_at("0.21.0")
     assert broken("vllm.v1.kv_offload.mediums.CPULoadStoreSpec")
     assert not broken("vllm.v1.kv_offload.cpu.common.CPULoadStoreSpec")
+
+
+def test_a_missed_move_a_later_release_makes_says_so() -> None:
+    # "Upgrade vLLM to 0226" (0.15.0 -> 0.16.0) followed vLLM main into 0.17.0's eagle package.
+    from migrator.core.resolver import Resolver
+    from rules import load_pack
+
+    move = md.Move("p.py", "prepare_eagle_decode",
+                   "vllm.v1.worker.gpu.spec_decode.eagle.prepare_eagle_decode",
+                   "vllm.v1.worker.gpu.spec_decode.eagle.speculator.prepare_eagle_decode")
+    scored = bench.score_moves([move], [], {"p.py"},
+                               Resolver(load_pack("vllm"), "0.15.0", "0.16.0"))
+    assert scored["missed"][0]["why"] == (
+        "the pack moves it to vllm.v1.worker.gpu.spec_decode.eagle.speculator."
+        "prepare_eagle_decode at 0.17.0, after the commit's release (the human followed vLLM "
+        "main)")
