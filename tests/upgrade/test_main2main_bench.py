@@ -170,3 +170,16 @@ def test_a_missed_move_a_later_release_makes_says_so() -> None:
         "the pack moves it to vllm.v1.worker.gpu.spec_decode.eagle.speculator."
         "prepare_eagle_decode at 0.17.0, after the commit's release (the human followed vLLM "
         "main)")
+
+
+def test_a_call_that_only_leaves_a_dropped_lane_is_not_a_signature_site() -> None:
+    # The gate goes, the call is re-indented out of it: bookkeeping, as classify() says.
+    before = md.read_side("from vllm.x import f\nif vllm_version_is('1'):\n    f(1, k=2)\n")
+    after = md.read_side("from vllm.x import f\nf(1, k=2)\n")
+    diff = ("--- a/m.py\n+++ b/m.py\n@@ -2,2 +2 @@\n-if vllm_version_is('1'):\n"
+            "-    f(1, k=2)\n+f(1, k=2)\n")
+    hunks = md.hunks(diff)["m.py"]
+    assert md.classify(hunks, before, after)["signatures"] == 0
+    assert md.signature_sites(hunks, before, after) == []
+    changed = md.hunks(diff.replace("+f(1, k=2)", "+f(1, k=3)"))["m.py"]
+    assert md.signature_sites(changed, before, after) == [(2, 3)]
