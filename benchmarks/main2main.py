@@ -15,7 +15,8 @@ repository), the human diff read by benchmarks/main2main_diff.py, then `vam upgr
   in dual-lane form before, during the syncs with vLLM main): how many the vllm pack's steps
   in (A, B] know (`pack knows`);
 - import moves: reproduced (same file, name, old -> new; `dual` when vam kept the old lane),
-  wrong rewrites (a move vam made that the human did not, each with the reason), missed (each
+  wrong rewrites (a move vam made that the human did not, each with the reason; one whose old
+  import fails at B is counted apart, `+N`: a fix the human left undone), missed (each
   with the reason the vllm pack gives, or "not in the pack");
 - verify-api (when this vam has it): the hunks where the human followed a signature change,
   flagged (a VAP finding on the parent inside the hunk) or missed, and false alarms (findings
@@ -32,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -155,16 +157,22 @@ def _env() -> dict[str, str]:
 
 
 def score_moves(human: list[md.Move], made: list[md.Move], human_files: set[str],
-                pack: Resolver) -> dict[str, Any]:
-    """Reproduced, wrong and missed import moves, each listed with a reason."""
+                pack: Resolver, broken: Callable[[str], bool] | None = None) -> dict[str, Any]:
+    """Reproduced, wrong, extra and missed import moves, each listed with a reason. A move
+    the human did not make is `extra`, not wrong, when `broken(old)` says the old import
+    fails at the target: the human left a broken import there (vllm-ascend's kv_offload/
+    imported vllm.v1.kv_offload.mediums for months after 0.21.0 removed it)."""
     key = {(m.path, m.name, m.old): m for m in human}
-    reproduced, wrong = [], []
+    reproduced, wrong, extra = [], [], []
     for move in made:
         theirs = key.get((move.path, move.name, move.old))
         if theirs is not None and theirs.new == move.new:
             reproduced.append({**_as(move), "dual": move.dual})
         elif theirs is not None:
             wrong.append({**_as(move), "why": f"the human moved it to {theirs.new}"})
+        elif broken is not None and broken(move.old):
+            extra.append({**_as(move), "dual": move.dual,
+                          "why": "the old import fails at the target; the human left it"})
         elif move.path not in human_files:
             wrong.append({**_as(move), "why": "the human left this file alone"})
         else:
@@ -172,7 +180,22 @@ def score_moves(human: list[md.Move], made: list[md.Move], human_files: set[str]
     done = {(m.path, m.name, m.old, m.new) for m in made}
     missed = [{**_as(m), "why": _why_missed(pack, m.old)} for m in human
               if (m.path, m.name, m.old, m.new) not in done]
-    return {"reproduced": reproduced, "wrong": wrong, "missed": missed}
+    return {"reproduced": reproduced, "wrong": wrong, "extra": extra, "missed": missed}
+
+
+def fails_at(after: str) -> Callable[[str], bool]:
+    """Whether a dotted import fails (an error of verify-imports) at vllm==`after`; the
+    release is read on first use only."""
+    from migrator.verify_imports.against import load_dist
+
+    dist: list[Any] = []
+
+    def broken(dotted: str) -> bool:
+        if not dist:
+            dist.append(load_dist(f"vllm=={after}"))
+        return any(f.is_error for f in dist[0].problems(dotted))
+
+    return broken
 
 
 def _as(move: md.Move) -> dict[str, str]:
@@ -186,6 +209,11 @@ def _why_missed(resolver: Resolver, old: str) -> str:
         return f"the pack has it removed in {found.removed_step}"
     if found.changed:
         return f"the pack moves it to {found.new}"
+    # A main2main commit also follows vLLM's main past B: the move may be a later release's.
+    later = Resolver(resolver.pack, resolver.to_version).resolve(old)
+    if later.changed and later.hits:
+        return (f"the pack moves it to {later.first.new} at {later.first.step}, after the "
+                "commit's release (the human followed vLLM main)")
     return "not in the vllm pack"
 
 
@@ -228,7 +256,8 @@ def one(gitdir: Path, commit: dict[str, str], pack: Any) -> dict[str, Any]:
                            "vam_rc": vam["rc"], "seconds": round(vam["seconds"], 1),
                            "error": vam.get("error", ""), "compat": report.get("compat", ""),
                            "left": report.get("left", [])}
-    row["moves"] = score_moves(human["moves"], vam["moves"], human_files, resolver)
+    row["moves"] = score_moves(human["moves"], vam["moves"], human_files, resolver,
+                               fails_at(commit["after"]))
     row["api"] = score_api(report.get("api_before"), human["sites"], human["touched"])
     row["signature_hunks"] = sum(len(r) for r in human["sites"].values())
     return row
@@ -236,7 +265,8 @@ def one(gitdir: Path, commit: dict[str, str], pack: Any) -> dict[str, Any]:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     head = ("| commit | title | vLLM | py files | lines imports/sig/gates/other | human moves "
-            "| lanes dropped | pack knows | vam reproduced (dual) | wrong | missed | sig hunks "
+            "| lanes dropped | pack knows | vam reproduced (dual) | wrong (+fixes human left) "
+            "| missed | sig hunks "
             "| VAP flagged | false alarms | left | s |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
@@ -250,7 +280,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             f"| {r['sha'][:10]} | {title} | {r['before']}->{r['after']} | {r['files']} "
             f"| {c['imports']}/{c['signatures']}/{c['gates']}/{c['other']} "
             f"| {len(r['human_moves'])} | {len(r['lanes_dropped'])} | {r['known']} "
-            f"| {len(m['reproduced'])} ({dual}) | {len(m['wrong'])} | {len(m['missed'])} "
+            f"| {len(m['reproduced'])} ({dual}) | {len(m['wrong'])} (+{len(m.get('extra', []))}) "
+            f"| {len(m['missed'])} "
             f"| {r['signature_hunks']} | {flagged} | {alarms} | {len(r['left'])}{status} "
             f"| {r['seconds']} |")
     return "\n".join(lines) + "\n"

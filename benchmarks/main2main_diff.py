@@ -189,12 +189,15 @@ def _calls_vllm(text: str, side: Side) -> bool:
 
 def signature_sites(file_hunks: list[Hunk], before: Side, after: Side) -> list[tuple[int, int]]:
     """The old-side line ranges [first, last] of the hunks that follow a signature change:
-    those with a line of the `signatures` category on either side."""
+    those with a line of the `signatures` category on either side, read as `classify` reads
+    it (a call that only moves out of a dropped lane is gate bookkeeping, not a site)."""
+    removed = {t.strip() for h in file_hunks for t in h.removed.values()}
+    added = {t.strip() for h in file_hunks for t in h.added.values()}
     sites = []
     for hunk in file_hunks:
-        pairs = [*((n, t, before) for n, t in hunk.removed.items()),
-                 *((n, t, after) for n, t in hunk.added.items())]
-        if any(line_category(n, t, s, set()) == "signatures" for n, t, s in pairs):
+        pairs = [*((n, t, before, added) for n, t in hunk.removed.items()),
+                 *((n, t, after, removed) for n, t in hunk.added.items())]
+        if any(line_category(n, t, s, o) == "signatures" for n, t, s, o in pairs):
             last = hunk.old_start + max(hunk.old_count, 1) - 1
             sites.append((hunk.old_start, last))
     return sites

@@ -163,7 +163,9 @@ def locate(spec: str, index_url: str | None = None, cache: Path | None = None) -
 def fetch(name: str, version: str, index_url: str | None = None,
           cache: Path | None = None) -> Path:
     """The archive of `name==version` in the cache, downloaded on first use: the sdist, else
-    a pure-Python wheel (`py3-none-any`); a platform wheel holds compiled code only.
+    a pure-Python wheel (`py3-none-any`). A platform wheel is never downloaded (one per
+    platform, often hundreds of MB), but one put in the cache by hand is read: vLLM 0.15.0
+    shipped only those, and its Python files are what vam reads.
 
     Raises:
         DistError: the index cannot be read, lists no such file, or the sha256 differs.
@@ -176,7 +178,8 @@ def fetch(name: str, version: str, index_url: str | None = None,
     chosen = pick(files, name, version)
     if chosen is None:
         listed = sorted({f.filename for f in files if _version_of(f.filename, name) == version})
-        detail = f" (only {', '.join(listed)})" if listed else ""
+        detail = (f" (only {', '.join(listed)}: put one in {folder} to read it)" if listed
+                  else "")
         raise DistError(f"{index}/{normalize(name)}/ lists no sdist or pure-Python wheel of "
                         f"{name}=={version}{detail}")
     folder.mkdir(parents=True, exist_ok=True)
@@ -187,8 +190,10 @@ def _cached(folder: Path, name: str, version: str) -> list[Path]:
     if not folder.is_dir():
         return []
     found = [p for p in sorted(folder.iterdir())
-             if p.is_file() and _version_of(p.name, name) == version and _wanted(p.name)]
-    return sorted(found, key=lambda p: not p.name.endswith(".tar.gz"))
+             if p.is_file() and _version_of(p.name, name) == version
+             and (_wanted(p.name) or p.name.endswith(".whl"))]
+    # The sdist first, then a pure-Python wheel, then a platform wheel placed by hand.
+    return sorted(found, key=lambda p: (not p.name.endswith(".tar.gz"), not _wanted(p.name)))
 
 
 def _wanted(filename: str) -> bool:

@@ -143,9 +143,10 @@ class _Scope:
             "fields": _fields(node), "dynamic": bool({"__getattr__", "__getattribute__"} & set(
                 methods)) or any(k.arg == "metaclass" for k in node.keywords),
             "new": "__new__" in methods,
-            # A decorator other than `dataclass` may write the constructor (vLLM's `@config`,
-            # a pydantic dataclass): a class with one and no `__init__` has no known signature.
-            "decorated": any(_decorator_name(d) != "dataclass" for d in node.decorator_list),
+            # Another decorator may write the constructor (attrs, a registry that wraps the
+            # class): a class with one and no `__init__` has no known signature.
+            "decorated": any(_decorator_name(d) not in _DATACLASS_MAKERS
+                             for d in node.decorator_list),
         }
 
 
@@ -171,6 +172,12 @@ def _self_attrs(func: ast.FunctionDef | ast.AsyncFunctionDef, attrs: set[str],
                     types.setdefault(target.attr, found)
 
 
+# Decorators that make a class a dataclass. vLLM's `vllm.config.utils.config` makes a
+# pydantic dataclass (a `dataclass_transform`); from 0.16.0 its config classes carry it
+# alone, without `@dataclass`, and a class read without fields takes no keyword at all.
+_DATACLASS_MAKERS = frozenset({"dataclass", "config"})
+
+
 def _decorator_name(decorator: ast.expr) -> str:
     """The last component of what a decorator names (`dataclass` for
     `@dataclasses.dataclass(frozen=True)`)."""
@@ -179,10 +186,10 @@ def _decorator_name(decorator: ast.expr) -> str:
 
 
 def _fields(node: ast.ClassDef) -> list[list[Any]] | None:
-    """The init fields of a `@dataclass` (any decorator named `dataclass`, called or not),
-    else None: (name, has a default, keyword-only)."""
-    decorator = next((d for d in node.decorator_list if _decorator_name(d) == "dataclass"),
-                     None)
+    """The init fields of a dataclass (any decorator named as in `_DATACLASS_MAKERS`, called
+    or not), else None: (name, has a default, keyword-only)."""
+    decorator = next((d for d in node.decorator_list
+                      if _decorator_name(d) in _DATACLASS_MAKERS), None)
     if decorator is None:
         return None
     kw_only = isinstance(decorator, ast.Call) and any(

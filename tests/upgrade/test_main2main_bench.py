@@ -126,3 +126,60 @@ def test_api_findings_inside_signature_hunks_are_flagged_others_are_alarms() -> 
     assert scored is not None
     assert (scored["flagged"], scored["missed"], scored["false_alarms"]) == (1, 1, 1)
     assert bench.score_api(None, {}, {}) is None
+
+
+def test_a_move_whose_old_import_fails_at_the_target_is_a_fix_not_a_wrong_rewrite() -> None:
+    # vllm-ascend's kv_offload/ kept `vllm.v1.kv_offload.mediums` after 0.21.0 removed it:
+    # vam's move there fixes an import the human left broken.
+    from migrator.core.resolver import Resolver
+    from rules import load_pack
+
+    made = [md.Move("k.py", "CPULoadStoreSpec", "vllm.v1.kv_offload.mediums.CPULoadStoreSpec",
+                    "vllm.v1.kv_offload.cpu.common.CPULoadStoreSpec", dual=True),
+            md.Move("k.py", "Z", "vllm.o.Z", "vllm.n.Z")]
+    scored = bench.score_moves([], made, set(), Resolver(load_pack("vllm"), "0.20.2"),
+                               broken=lambda old: old.startswith("vllm.v1.kv_offload.mediums"))
+    assert [(m["name"], m["dual"]) for m in scored["extra"]] == [("CPULoadStoreSpec", True)]
+    assert [(m["name"], m["why"]) for m in scored["wrong"]] == [
+        ("Z", "the human left this file alone")]
+    row = {"sha": "0" * 40, "title": "t", "before": "0.20.2", "after": "0.21.0", "files": 1,
+           "lines": dict.fromkeys(md.CATEGORIES, 0), "human_moves": [], "lanes_dropped": [],
+           "known": 0, "moves": scored, "api": None, "signature_hunks": 0, "left": [],
+           "error": "", "seconds": 1.0}
+    assert "| 1 (+1) | 0 |" in bench.markdown([row])
+
+
+def test_fails_at_reads_the_release_sdist() -> None:
+    # The cached sdist of vLLM 0.21.0 (benchmarks/sdists.py fetches it): mediums is gone.
+    broken = bench.fails_at("0.21.0")
+    assert broken("vllm.v1.kv_offload.mediums.CPULoadStoreSpec")
+    assert not broken("vllm.v1.kv_offload.cpu.common.CPULoadStoreSpec")
+
+
+def test_a_missed_move_a_later_release_makes_says_so() -> None:
+    # "Upgrade vLLM to 0226" (0.15.0 -> 0.16.0) followed vLLM main into 0.17.0's eagle package.
+    from migrator.core.resolver import Resolver
+    from rules import load_pack
+
+    move = md.Move("p.py", "prepare_eagle_decode",
+                   "vllm.v1.worker.gpu.spec_decode.eagle.prepare_eagle_decode",
+                   "vllm.v1.worker.gpu.spec_decode.eagle.speculator.prepare_eagle_decode")
+    scored = bench.score_moves([move], [], {"p.py"},
+                               Resolver(load_pack("vllm"), "0.15.0", "0.16.0"))
+    assert scored["missed"][0]["why"] == (
+        "the pack moves it to vllm.v1.worker.gpu.spec_decode.eagle.speculator."
+        "prepare_eagle_decode at 0.17.0, after the commit's release (the human followed vLLM "
+        "main)")
+
+
+def test_a_call_that_only_leaves_a_dropped_lane_is_not_a_signature_site() -> None:
+    # The gate goes, the call is re-indented out of it: bookkeeping, as classify() says.
+    before = md.read_side("from vllm.x import f\nif vllm_version_is('1'):\n    f(1, k=2)\n")
+    after = md.read_side("from vllm.x import f\nf(1, k=2)\n")
+    diff = ("--- a/m.py\n+++ b/m.py\n@@ -2,2 +2 @@\n-if vllm_version_is('1'):\n"
+            "-    f(1, k=2)\n+f(1, k=2)\n")
+    hunks = md.hunks(diff)["m.py"]
+    assert md.classify(hunks, before, after)["signatures"] == 0
+    assert md.signature_sites(hunks, before, after) == []
+    changed = md.hunks(diff.replace("+f(1, k=2)", "+f(1, k=3)"))["m.py"]
+    assert md.signature_sites(changed, before, after) == [(2, 3)]

@@ -95,14 +95,14 @@ def test_a_fresh_override_and_unknown_bases_are_left_alone(tree: Tree) -> None:
 
 
 def test_a_class_whose_decorator_may_write_the_constructor_is_not_judged(tree: Tree) -> None:
-    """vLLM's config classes are `@config` (pydantic) dataclasses: with no `__init__` of their
-    own, their constructor is unknown, not `()`; a plain class still is `()`."""
+    """A decorator other than a dataclass maker may write the constructor: with no `__init__`
+    of its own, such a class's constructor is unknown, not `()`; a plain class still is `()`."""
     root = _releases(tree)
     write(root, {"new/vllm/cfg.py": """
-        def config(cls):
+        def frozen_attrs(cls):
             return cls
 
-        @config
+        @frozen_attrs
         class CompilationConfig:
             level: int = 0
 
@@ -116,3 +116,24 @@ def test_a_class_whose_decorator_may_write_the_constructor_is_not_judged(tree: T
         Plain(1)
     """})
     assert [(f[1], f[2]) for f in found] == [(4, "VAP006")]
+
+
+def test_a_config_class_made_a_dataclass_by_vllms_config_decorator_keeps_its_fields(
+        tree: Tree) -> None:
+    # vLLM 0.16.0 dropped `@dataclass` under `@config` (a pydantic dataclass maker): the
+    # fields are still the constructor's keywords, and a removed one is still a break.
+    maker = "def config(cls=None, **kw):\n    return cls\n"
+    old = ("from dataclasses import dataclass\nfrom vllm.cu import config\n\n"
+           "@config\n@dataclass\nclass KVTransferConfig:\n    kv_connector: str = ''\n"
+           "    kv_role: str = ''\n")
+    new = ("from vllm.cu import config\n\n@config\nclass KVTransferConfig:\n"
+           "    kv_connector: str = ''\n")
+    root = tree({"old/PKG-INFO": "Metadata-Version: 2.1\nName: vllm\nVersion: 0.15.0\n",
+                 "new/PKG-INFO": "Metadata-Version: 2.1\nName: vllm\nVersion: 0.16.0\n",
+                 "old/vllm/__init__.py": "", "new/vllm/__init__.py": "",
+                 "old/vllm/cu.py": maker, "new/vllm/cu.py": maker,
+                 "old/vllm/kv.py": old, "new/vllm/kv.py": new})
+    found = _run(root, **{"plugin/__init__.py": "", "plugin/use.py": (
+        "from vllm.kv import KVTransferConfig\n\n"
+        "KVTransferConfig(kv_connector='x')\nKVTransferConfig(kv_connector='x', kv_role='y')\n")})
+    assert found == [("plugin/use.py", 4, "VAP006", "vllm.kv.KVTransferConfig(kv_role)")]

@@ -175,6 +175,26 @@ def test_against_name_version_from_a_simple_index(
         open_dist("lib==2.0", index_url=url)
 
 
+def test_a_platform_wheel_is_never_fetched_but_read_from_the_cache(
+    tree: Tree, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # vLLM 0.15.0 shipped platform wheels only: the index offers nothing vam downloads, and
+    # the error says where a wheel fetched by hand is read from.
+    (tmp_path / "served").mkdir()
+    platform = _wheel(tmp_path / "served").rename(
+        tmp_path / "served" / "lib-1.0-cp38-abi3-manylinux_2_31_x86_64.whl")
+    url = _simple_index(tmp_path / "index", platform)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PIP_INDEX_URL", url)
+    monkeypatch.setenv("VAM_SDIST_CACHE", str(cache))
+    with pytest.raises(DistError, match=f"only lib-1.0-cp38-abi3-manylinux_2_31_x86_64.whl: "
+                       f"put one in {cache} to read it"):
+        open_dist("lib==1.0")
+    cache.mkdir()
+    platform.rename(cache / platform.name)
+    assert _findings(tree, "lib==1.0") == EXPECTED
+
+
 def test_a_hash_mismatch_is_refused_and_nothing_is_cached(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
