@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import tarfile
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from migrator.cli import main
 from migrator.rewrite.engine import Options
 from migrator.upgrade import dual_lane
 from migrator.upgrade.lanes import dead_lines
+from tests.verify_api.conftest import write
 
 # vllm 2.0.0 as a tree: `vllm.old` moved to `vllm.new`, `vllm.gone` removed, `vllm.keep` stays.
 VLLM_2 = {
@@ -79,19 +79,11 @@ CLEAN = {
 }
 
 
-def _write(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return root
-
-
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("VAM_INDEX_CACHE", str(tmp_path / "index"))
-    _write(tmp_path / "vllm2", VLLM_2)
-    _write(tmp_path / "vllm-1.0.0", VLLM_1)
+    write(tmp_path / "vllm2", VLLM_2)
+    write(tmp_path / "vllm-1.0.0", VLLM_1)
     cache = tmp_path / "sdists"
     cache.mkdir()
     with tarfile.open(cache / "vllm-1.0.0.tar.gz", "w:gz") as tar:
@@ -103,7 +95,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _run(root: Path, files: dict[str, str], *extra: str,
          targets: tuple[str, ...] = ("plugin",)) -> tuple[int, str, str]:
-    _write(root / "proj", files)
+    write(root / "proj", files)
     args = ["upgrade", "vllm==2.0.0", "--rules", str(root / "pack.toml"),
             "--dist", str(root / "vllm2"), *extra, *targets]
     with pytest.MonkeyPatch.context() as patch:
@@ -157,7 +149,7 @@ def test_nothing_left_exits_0(project: Path) -> None:
 
 
 def test_usage_errors_exit_2(project: Path) -> None:
-    _write(project / "proj", CLEAN)
+    write(project / "proj", CLEAN)
     runner = CliRunner()
     bad = runner.invoke(main, ["upgrade", "vllm", "proj"])
     assert bad.exit_code == 2 and "expected NAME==VERSION" in bad.stderr
@@ -168,7 +160,7 @@ def test_usage_errors_exit_2(project: Path) -> None:
 
 
 def test_a_dist_of_another_release_is_refused(project: Path) -> None:
-    _write(project / "proj", CLEAN)
+    write(project / "proj", CLEAN)
     args = ["--rules", str(project / "pack.toml"), "--dist", str(project / "vllm2"),
             str(project / "proj")]
     other = CliRunner().invoke(main, ["upgrade", "vllm==3.0.0", *args])
