@@ -7,7 +7,8 @@ Categories of a changed (added or removed, non-blank, non-comment) line, first m
   a line whose text appears on the other side of the same file (re-indented into or out of
   a lane), or a bare `else:`/`try:`/`except ImportError:`/`pass`;
 - `signatures`: a line of the `def` header of a method of a class with a base imported from
-  `vllm`, a `super().` call, or a call of a name imported from `vllm`;
+  `vllm`, a `super().` call, or a call of a name imported from `vllm` (any line of it when
+  the call spans several);
 - `other`: anything else (the logic).
 
 Import moves are read per file and per bound name: the `vllm.*` paths a name is imported from
@@ -85,7 +86,16 @@ def read_side(source: str) -> Side:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     end = item.body[0].lineno - 1 if item.body else item.lineno
                     side.signature_lines.update(range(item.lineno, max(end, item.lineno) + 1))
+        elif isinstance(node, ast.Call) and node.end_lineno and node.end_lineno > node.lineno \
+                and (_root(node.func) in side.names or _is_super_call(node.func)):
+            # A call spread over lines: an argument line alone names no vllm callable.
+            side.signature_lines.update(range(node.lineno, node.end_lineno + 1))
     return side
+
+
+def _is_super_call(func: ast.expr) -> bool:
+    return (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
+            and isinstance(func.value.func, ast.Name) and func.value.func.id == "super")
 
 
 def _is_vllm(module: str | None) -> bool:

@@ -48,7 +48,7 @@ def test_a_comma_list_migrates_both_kinds_of_names_in_one_pass(tree: Path) -> No
         "from vllm_ascend.distributed.kv_transfer.utils.utils import align_memory\n"
         "from vllm_ascend.distributed.utils import own_helper\n"
         "from vllm.utils.mem_utils import DeviceMemoryProfiler\n"
-        "from vllm.model_executor.layers.attention.attention import Attention\n"
+        "from vllm.model_executor.layers.attention import Attention\n"
         f"import {ASCEND_NEW} as mc\n"
         f'PATCH = "{VLLM_NEW}"\n'
     )
