@@ -88,6 +88,9 @@ def verify_api(paths: tuple[str, ...], against: str, from_spec: str | None,
     from migrator.core.sources import InputError
     from rules import RulesError
 
+    opt.dist_spec(against, "--against")
+    if from_spec is not None:
+        opt.dist_spec(from_spec, "--from", f"a VERSION or a DIST ({opt.DIST_FORMS})")
     for name in upstream:
         if not name.isidentifier():
             raise UsageFailure(f"--upstream {name!r}: not a top-level package name")

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from migrator.cli.packs import load_packs
 from migrator.core.config import ConfigError, version_guard_problem
-from rules import Pack, RulesError
+from rules import Pack, RulesError, version_key
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+# What only a requirement holds: a version operator (`==`, `>=`, `~=`, `!=`, `<`, `>`).
+_OPERATOR = re.compile(r"[=<>!~]")
+DIST_FORMS = "a source tree, an sdist, a wheel, NAME==VERSION or REPO@REV"
 
 
 class UsageFailure(click.ClickException):
@@ -190,3 +195,37 @@ def load_rule_packs(rules_name: str | None) -> tuple[Pack, ...]:
         return load_packs(rules_name)
     except (ConfigError, RulesError) as exc:
         raise UsageFailure(str(exc)) from None
+
+
+def requirement(spec: str, what: str = "") -> tuple[str, str]:
+    """(name, version) of `NAME==VERSION`; a usage error, before anything is fetched, for
+    anything else or a VERSION that is not a PEP 440 version. `what` (`--against `) is put
+    before the spec in the message."""
+    from migrator.core.dists import parse_requirement
+
+    wanted = parse_requirement(spec)
+    if wanted is None:
+        raise UsageFailure(f"{what}{spec!r}: expected NAME==VERSION, e.g. vllm==0.14.0")
+    try:
+        version_key(wanted[1])
+    except RulesError:
+        raise UsageFailure(f"{what}{spec!r}: {wanted[1]!r} is not a version "
+                           "(expected NAME==VERSION, e.g. vllm==0.14.0)") from None
+    return wanted
+
+
+def dist_spec(spec: str, option: str, forms: str = DIST_FORMS) -> str:
+    """`spec`, the DIST `option` gives (`--against`), checked before anything is read or
+    fetched: a usage error when it is empty, or when it is not a path that exists nor
+    `REPO@REV` and reads as a requirement other than `NAME==VERSION` (`vllm>=0.3`, `vllm==`,
+    `vllm==banana`). Any other spec (a path that does not exist) is left for opening it to
+    report. `forms`: what the option takes, for the message on an empty one."""
+    from migrator.core.gitrev import split_spec
+
+    if not spec.strip():
+        raise UsageFailure(f"{option} is empty: give {forms}")
+    if Path(spec).exists() or split_spec(spec) is not None:
+        return spec
+    if _OPERATOR.search(spec):
+        requirement(spec, f"{option} ")
+    return spec

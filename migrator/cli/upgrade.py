@@ -10,7 +10,6 @@ import click
 from migrator.cli import options as opt
 from migrator.cli.options import UsageFailure
 from migrator.cli.pipeline import setup
-from migrator.core.dists import parse_requirement
 from migrator.core.report import unified_diff
 from migrator.rewrite.engine import Options
 from migrator.upgrade import Item, Upgrade, UpgradePlan, as_json, as_text
@@ -71,7 +70,9 @@ def upgrade(requirement: str, paths: tuple[str, ...], rules_name: str, from_vers
     from migrator.core.sources import InputError
     from migrator.verify_imports import TargetError, load_dist
 
-    wanted = _requirement(requirement)
+    wanted = opt.requirement(requirement)
+    if dist_spec is not None:
+        opt.dist_spec(dist_spec, "--dist")
     try:
         dist = load_dist(dist_spec or requirement)
     except InputError as exc:
@@ -87,20 +88,6 @@ def upgrade(requirement: str, paths: tuple[str, ...], rules_name: str, from_vers
     items = up.left(done)
     _show(done, requirement, items, write, fmt)
     sys.exit(1 if items or any(r.failed for r in done.results) else 0)
-
-
-def _requirement(requirement: str) -> tuple[str, str]:
-    """(name, version) of NAME==VERSION; a usage error, before anything is fetched, for
-    anything else or a VERSION that is not a PEP 440 version."""
-    wanted = parse_requirement(requirement)
-    if wanted is None:
-        raise UsageFailure(f"{requirement!r}: expected NAME==VERSION, e.g. vllm==0.14.0")
-    try:
-        version_key(wanted[1])
-    except RulesError:
-        raise UsageFailure(f"{requirement!r}: {wanted[1]!r} is not a version "
-                           "(expected NAME==VERSION, e.g. vllm==0.14.0)") from None
-    return wanted
 
 
 def _same_release(stated: str | None, wanted: str, dist_spec: str | None) -> None:

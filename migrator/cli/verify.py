@@ -120,6 +120,8 @@ def verify_imports(
         raise UsageFailure(f"--timeout must be a positive number of seconds, got {timeout_s:g}")
     if python is not None and shutil.which(python) is None:
         raise UsageFailure(f"--python: no such interpreter: {python}")
+    if against is not None:
+        opt.dist_spec(against, "--against")
     if against is not None and dynamic:
         raise UsageFailure("--against checks statically; it cannot be combined with --dynamic")
     mode = "dynamic" if dynamic else "static"

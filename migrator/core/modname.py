@@ -11,6 +11,22 @@ from collections.abc import Iterable
 from pathlib import Path
 
 
+def is_package_dir(folder: Path) -> bool:
+    """Whether `folder` is a link of the package chain: an identifier holding `__init__.py`."""
+    return folder.name.isidentifier() and (folder / "__init__.py").is_file()
+
+
+def package_inits(path: Path) -> list[Path]:
+    """The `__init__.py` of each package folder above `path` (a file or a folder), nearest
+    first: the files that give `path`'s modules their dotted names."""
+    found = []
+    folder = path.parent
+    while is_package_dir(folder):
+        found.append(folder / "__init__.py")
+        folder = folder.parent
+    return found
+
+
 class ModuleNamer:
     """Names modules by walking up package folders; one stat per folder at most, so build one
     per run (it does not notice files created after it looked)."""
@@ -21,7 +37,7 @@ class ModuleNamer:
     def _package_dir(self, folder: Path) -> bool:
         known = self._is_package_dir.get(folder)
         if known is None:
-            known = folder.name.isidentifier() and (folder / "__init__.py").is_file()
+            known = is_package_dir(folder)
             self._is_package_dir[folder] = known
         return known
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from migrator.core.discover import SourceFile
 from migrator.core.findings import Finding
+from migrator.core.modname import package_inits
 from migrator.rewrite.engine import FileResult, Options
 from migrator.rewrite.runner import Job, default_jobs, run
 from migrator.upgrade import api, lines
@@ -152,13 +153,7 @@ def check_copy(dist: Dist, targets: Sequence[Path], results: list[FileResult], v
         copies = []
         for target in targets:
             real = target.resolve()
-            copy = _mirror(top, real)
-            if real.is_dir():
-                shutil.copytree(real, copy, ignore=_COPY_IGNORE, symlinks=True)
-            else:
-                copy.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(real, copy)
-            copies.append(str(copy))
+            copies.append(str(_copy(top, real)))
         for result in results:
             if result.new is not None and result.edits is None:
                 _mirror(top, Path(result.path).resolve()).write_bytes(result.new)
@@ -166,6 +161,23 @@ def check_copy(dist: Dist, targets: Sequence[Path], results: list[FileResult], v
     back = _back(top, cwd)
     return Check([back(f) for f in found.imports],
                  None if found.api is None else [back(f) for f in found.api])
+
+
+def _copy(top: Path, real: Path) -> Path:
+    """Copy the target `real` (a file or a folder) below `top`, with the `__init__.py` of the
+    package folders above it: a file of `pkg/sub/` keeps its name `pkg.sub.file` there."""
+    copy = _mirror(top, real)
+    for init in package_inits(real):
+        mirrored = _mirror(top, init)
+        if not mirrored.exists():
+            mirrored.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(init, mirrored)
+    if real.is_dir():
+        shutil.copytree(real, copy, ignore=_COPY_IGNORE, symlinks=True, dirs_exist_ok=True)
+    else:
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(real, copy)
+    return copy
 
 
 def _is_instance(finding: Any) -> bool:

@@ -5,6 +5,7 @@ bare versions and overlapping packs."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -160,6 +161,28 @@ def test_each_packs_baseline_is_named_by_pack(tree: Path) -> None:
                      "vam: vllm: --from 0.11.1 (requirements.txt:1: vllm==0.11.1)"]
     # Pinned at 0.11.1, vLLM's 0.11.1 names are not stale; its 0.12.0 ones are.
     assert LATER_OLD in result.stdout and f"'{VLLM_OLD}'" not in result.stdout
+
+
+def test_each_packs_installed_release_is_named_by_pack_and_q_silences_it(
+        tree: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """With no --from and no pin, each pack falls back to its installed distribution; the
+    line a one-pack run prints is printed once per pack, with the pack's name."""
+    site = tmp_path_factory.mktemp("site")
+    for dist, version in (("vllm", "0.11.1"), ("vllm_ascend", "0.13.0")):
+        info = site / f"{dist}-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\n"
+                                       f"Version: {version}\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(site), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    one = vam("migrate", "--diff", "--rules", "vllm", str(tree), env=env)
+    assert one.stderr.splitlines()[0] == "vam: --from 0.11.1 (installed vllm 0.11.1)"
+    both = vam("migrate", "--diff", *BOTH, str(tree), env=env)
+    assert both.stderr.splitlines()[:2] == [
+        "vam: vllm_ascend: --from 0.13.0 (installed vllm-ascend 0.13.0)",
+        "vam: vllm: --from 0.11.1 (installed vllm 0.11.1)"]
+    quiet = vam("migrate", "--diff", "-q", *BOTH, str(tree), env=env)
+    assert "--from" not in quiet.stderr, quiet.stderr
 
 
 def test_explain_and_rules_show_read_every_pack() -> None:

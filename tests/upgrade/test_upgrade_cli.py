@@ -159,6 +159,27 @@ def test_usage_errors_exit_2(project: Path) -> None:
     assert "nowhere" in missing.stderr and len(missing.stderr.splitlines()) == 1
 
 
+@pytest.mark.parametrize(("dist", "message"), [
+    ("", "vam: error: --dist is empty: give a source tree"),
+    ("vllm>=2.0.0", "vam: error: --dist 'vllm>=2.0.0': expected NAME==VERSION"),
+    ("vllm==", "vam: error: --dist 'vllm==': expected NAME==VERSION"),
+])
+def test_a_dist_that_is_no_dist_is_refused_before_fetching(
+        project: Path, monkeypatch: pytest.MonkeyPatch, dist: str, message: str) -> None:
+    """An empty --dist used to fall back to fetching NAME==VERSION."""
+    import migrator.verify_imports
+
+    def no_network(*_: object, **__: object) -> None:
+        raise AssertionError("fetched")
+
+    monkeypatch.setattr(migrator.verify_imports, "load_dist", no_network)
+    write(project / "proj", CLEAN)
+    bad = CliRunner().invoke(main, ["upgrade", "vllm==2.0.0", "--dist", dist,
+                                    str(project / "proj")])
+    assert bad.exit_code == 2, bad.output
+    assert bad.stderr.startswith(message) and len(bad.stderr.splitlines()) == 1
+
+
 def test_a_dist_of_another_release_is_refused(project: Path) -> None:
     write(project / "proj", CLEAN)
     args = ["--rules", str(project / "pack.toml"), "--dist", str(project / "vllm2"),
@@ -248,3 +269,16 @@ def test_only_imports_of_the_distribution_are_reported(project: Path) -> None:
     code, out, err = _run(project, files, targets=("plugin", "tools"))
     assert code == 0, (out, err)
     assert "before: 0 import(s) fail" in out
+
+
+@pytest.mark.parametrize("target", ["plugin", "plugin/sub", "plugin/sub/a.py"])
+def test_a_file_in_a_package_is_named_by_its_package(project: Path, target: str) -> None:
+    """The check after the migration reads a copy: the package folders above a file or
+    folder given go with it, so its classes keep their dotted names (`plugin.sub.a.Mine`,
+    not `a.Mine`), as in a run on the whole package."""
+    files = {k.replace("plugin/a.py", "plugin/sub/a.py"): v for k, v in PLUGIN.items()}
+    files["plugin/sub/__init__.py"] = ""
+    code, out, err = _run(project, files, targets=(target,))
+    assert code == 1, err
+    assert ("plugin/sub/a.py:8:5: VAP001 plugin.sub.a.Mine.forward overrides "
+            "vllm.keep.Base.forward(x, *, scale)") in out, out

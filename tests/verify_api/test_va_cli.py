@@ -100,6 +100,32 @@ def test_usage_errors_are_one_line_exit_2(project: Path, args: list[str], messag
     assert len(result.stderr.splitlines()) == 1
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["--against", ""], "--against is empty: give a source tree, an sdist, a wheel, "
+                        "NAME==VERSION or REPO@REV"),
+    (["--against", " "], "--against is empty"),
+    (["--against", "vllm>=0.3"], "--against 'vllm>=0.3': expected NAME==VERSION"),
+    (["--against", "vllm=="], "--against 'vllm==': expected NAME==VERSION"),
+    (["--against", "vllm==banana"], "--against 'vllm==banana': 'banana' is not a version"),
+    (["--against", "new", "--from", ""], "--from is empty: give a VERSION or a DIST"),
+    (["--against", "new", "--from", "vllm~=0.30"], "--from 'vllm~=0.30': expected NAME=="),
+])
+def test_a_dist_that_is_no_dist_is_a_usage_error_before_anything_is_read(
+        project: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str) -> None:
+    """An empty DIST used to check the current folder as the release; a requirement other
+    than NAME==VERSION was reported as a missing file, or (--from) passed over."""
+    import migrator.verify_api
+
+    def never(*_: object) -> None:
+        raise AssertionError("read")
+
+    monkeypatch.setattr(migrator.verify_api, "verify_api", never)
+    result = invoke(*args, "plugin")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"vam: error: {message}"), result.stderr
+    assert len(result.stderr.splitlines()) == 1 and result.stdout == ""
+
+
 def test_the_baseline_is_the_projects_pin_fetched_as_a_dist(
         project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = tmp_path / "sdists"

@@ -102,6 +102,29 @@ def test_usage_errors_exit_2_with_one_line(tree, args: list[str], message: str) 
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(("against", "message"), [
+    ("", "vam: error: --against is empty: give a source tree, an sdist, a wheel, "
+         "NAME==VERSION or REPO@REV"),
+    ("vllm>=0.3", "vam: error: --against 'vllm>=0.3': expected NAME==VERSION"),
+    ("vllm==", "vam: error: --against 'vllm==': expected NAME==VERSION"),
+    ("vllm==banana", "vam: error: --against 'vllm==banana': 'banana' is not a version"),
+])
+def test_against_no_dist_is_a_usage_error_before_anything_is_read(
+        tree, monkeypatch: pytest.MonkeyPatch, against: str, message: str) -> None:
+    """An empty --against used to check the imports against the current folder."""
+    import migrator.verify_imports
+
+    def never(*_: object) -> None:
+        raise AssertionError("read")
+
+    monkeypatch.setattr(migrator.verify_imports, "load_dist", never)
+    tree(BROKEN)
+    result = vam("--against", against, "pkg")
+    assert result.exit_code == 2, result.output
+    assert result.stdout == "" and result.stderr.startswith(message), result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
 def test_bad_settings_exit_2(tree) -> None:
     tree({**BROKEN, "pyproject.toml": "[tool.vam.verify-imports]\noptionals = ['x']\n"})
     result = vam("pkg")
