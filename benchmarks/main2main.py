@@ -141,9 +141,14 @@ def run_vam(gitdir: Path, sha: str, before: str, after: str) -> dict[str, Any]:
         made: list[md.Move] = []
         for path in report.get("changed", []):
             if path.endswith(".py"):
-                old = md.read_side(show(gitdir, f"{sha}^", path) or "")
-                new = md.read_side((tree / path).read_text(encoding="utf-8", errors="replace"))
-                made += md.moves(path, old, new)[0]
+                text = show(gitdir, f"{sha}^", path) or ""
+                written = (tree / path).read_text(encoding="utf-8", errors="replace")
+                made += md.moves(path, md.read_side(text), md.read_side(written))[0]
+                # With --write the report's lines are those of the written file; the scores
+                # compare them with the parent's.
+                for finding in report.get("api_before") or []:
+                    if finding["path"] == path:
+                        finding["line"] = md.line_before(text, written, finding["line"])
     return {"report": report, "rc": done.returncode, "seconds": seconds, "moves": made}
 
 
@@ -178,7 +183,7 @@ def score_moves(human: list[md.Move], made: list[md.Move], human_files: set[str]
         else:
             wrong.append({**_as(move), "why": f"the human kept {move.old}"})
     done = {(m.path, m.name, m.old, m.new) for m in made}
-    missed = [{**_as(m), "why": _why_missed(pack, m.old)} for m in human
+    missed = [{**_as(m), "why": _why_missed(pack, m.old, m.new)} for m in human
               if (m.path, m.name, m.old, m.new) not in done]
     return {"reproduced": reproduced, "wrong": wrong, "extra": extra, "missed": missed}
 
@@ -202,8 +207,12 @@ def _as(move: md.Move) -> dict[str, str]:
     return {"path": move.path, "name": move.name, "old": move.old, "new": move.new}
 
 
-def _why_missed(resolver: Resolver, old: str) -> str:
-    """What the pack's steps in the commit's window say of `old`."""
+def _why_missed(resolver: Resolver, old: str, new: str = "") -> str:
+    """What the pack's steps in the commit's window say of `old` (-> `new`)."""
+    if new and Resolver(resolver.pack).resolve(new).new == old:
+        # The file already imported the new path alone; the human wrote the old lane for A.
+        return ("the human added the old lane to an import already on the new path "
+                "(verify-imports --against A reports that import)")
     found = resolver.resolve(old)
     if found.removed is not None:
         return f"the pack has it removed in {found.removed_step}"

@@ -20,6 +20,7 @@ path that goes while the new one already stood is a dropped lane, not a move.
 from __future__ import annotations
 
 import ast
+import difflib
 import re
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
@@ -78,8 +79,10 @@ def read_side(source: str) -> Side:
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if _is_vllm(alias.name):
-                    bound = alias.asname or alias.name.partition(".")[0]
-                    _bind(side, bound, alias.name, node)
+                    # `import vllm.a.b` binds `vllm` whatever else is imported: keyed by the
+                    # module, another such import is not a move of `vllm`.
+                    _bind(side, alias.asname or alias.name, alias.name, node)
+                    side.names.add(alias.asname or alias.name.partition(".")[0])
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and any(_root(b) in side.names for b in node.bases):
             for item in node.body:
@@ -211,3 +214,14 @@ def signature_sites(file_hunks: list[Hunk], before: Side, after: Side) -> list[t
             last = hunk.old_start + max(hunk.old_count, 1) - 1
             sites.append((hunk.old_start, last))
     return sites
+
+
+def line_before(before: str, after: str, line: int) -> int:
+    """The line of `before` that line `line` of `after` comes from: the same line where the
+    two texts agree, else the first line of the region of `before` it replaced."""
+    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(),
+                                      autojunk=False)
+    for tag, i1, _i2, j1, j2 in matcher.get_opcodes():
+        if j1 < line <= j2 or (j1 == j2 and line == j1 + 1):
+            return i1 + (line - j1) if tag == "equal" else i1 + 1
+    return line

@@ -2,7 +2,7 @@
 dual-lane import moves, and does verify-api flag the signature breaks they fixed?
 
     PYTHONPATH=. .venv/bin/python benchmarks/main2main_sync.py [--git-dir DIR] [--since 0.14.0]
-        [--only SHA]... [--limit N] [--json OUT] [--list]
+        [--only SHA]... [--limit N] [--json OUT] [--list] [--from-json OUT]
 
 A sync commit moves the vLLM main commit vllm-ascend is verified against (the anchor in
 `.github/vllm-main-verified.commit`, before that `ARG VLLM_COMMIT=` of the lint Dockerfile)
@@ -24,7 +24,8 @@ again before B, in B. For each sync commit S, on the tree of its parent:
   anchor), `persist` (still reported at the window's end, when vllm-ascend runs on B: false
   alarms, or breaks the humans left; `--json` lists each). Findings are matched by file,
   code and message, not by line.
-Prints a Markdown table (for BENCHMARKS.md).
+Prints a Markdown table (for BENCHMARKS.md) and the totals: each window's distinct findings
+(a finding repeats on every sync until it is fixed) by fate.
 """
 
 from __future__ import annotations
@@ -241,6 +242,58 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_REASONS = {"after the commit's release": "a later release's move (the anchor is past B)",
+            "added the old lane": "old lane added to a new-path import",
+            "removed in": "removed in the pack (reported with a hint)",
+            "not in the vllm pack": "not in the pack",
+            "the pack moves it to": "the pack moves it elsewhere"}
+
+
+def totals(rows: list[dict[str, Any]]) -> str:
+    """The run's totals: moves, signature hunks (library code and tests apart), and the
+    distinct findings of each window (A -> B) by fate."""
+    moves = {k: sum(len(r["moves"][k]) for r in rows)
+             for k in ("reproduced", "wrong", "extra", "missed")}
+    dual = sum(m["dual"] for r in rows for m in r["moves"]["reproduced"])
+    human = sum(len(r["human_moves"]) for r in rows)
+    out = [f"syncs: {len(rows)}; human import moves {human}, reproduced {moves['reproduced']} "
+           f"({dual} dual), wrong {moves['wrong']}, ahead of the human (+) {moves['extra']}, "
+           f"missed {moves['missed']}"]
+    later = 0
+    for i, r in enumerate(rows):
+        theirs = {(m["path"], m["name"], m["old"], m["new"]) for x in rows[i + 1:]
+                  if (x["before"], x["after"]) == (r["before"], r["after"])
+                  for m in x["human_moves"]}
+        later += sum((m["path"], m["name"], m["old"], m["new"]) in theirs
+                     for m in r["moves"]["extra"])
+    out.append(f"of the {moves['extra']} ahead: {later} made by the humans in a later sync of "
+               "the same window")
+    reasons: dict[str, int] = {}
+    for r in rows:
+        for m in r["moves"]["missed"]:
+            why = _REASONS.get(next((k for k in _REASONS if k in m["why"]), ""), "other")
+            reasons[why] = reasons.get(why, 0) + 1
+    out.append("missed, by reason: " + ", ".join(f"{v} {k}" for k, v in sorted(reasons.items())))
+    api_rows = [r for r in rows if r["api"] is not None]
+    flagged = sum(r["api"]["flagged"] for r in api_rows)
+    hunks = sum(r["signature_hunks"] for r in api_rows)
+    out.append(f"signature hunks flagged: {flagged}/{hunks}")
+    windows: dict[tuple[str, str], dict[Key, str]] = {}
+    rank = {"persist": 0, "fixed_later": 1, "fixed_in_s": 2}
+    for r in api_rows:
+        seen = windows.setdefault((r["before"], r["after"]), {})
+        for fate in rank:
+            for finding in r["api"].get(f"{fate}_list", []):
+                old = seen.get(key(finding), "persist")
+                seen[key(finding)] = max(old, fate, key=rank.__getitem__)
+    for (a, b), seen in windows.items():
+        count = {fate: sum(v == fate for v in seen.values()) for fate in rank}
+        out.append(f"window {a} -> {b}: {len(seen)} distinct findings, fixed in a sync "
+                   f"{count['fixed_in_s']}, fixed later in the window {count['fixed_later']}, "
+                   f"persist {count['persist']}")
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--git-dir", type=Path, default=m2m.DEFAULT_GIT)
@@ -249,7 +302,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--json", type=Path, metavar="OUT")
     parser.add_argument("--list", action="store_true", help="List the commits and stop.")
+    parser.add_argument("--from-json", type=Path, metavar="OUT",
+                        help="Print the table and totals of an earlier run's --json, run nothing.")
     args = parser.parse_args(argv)
+    if args.from_json:
+        rows = json.loads(args.from_json.read_text(encoding="utf-8"))
+        print(markdown(rows) + "\n" + totals(rows), end="")
+        return 0
     gitdir = m2m.ensure_clone(args.git_dir)
     syncs = find_syncs(gitdir, args.since)
     if args.only:
@@ -270,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:  # a long run keeps what it has
             args.json.write_text(json.dumps(rows, indent=1, default=list) + "\n",
                                  encoding="utf-8")
-    print(markdown(rows), end="")
+    print(markdown(rows) + "\n" + totals(rows), end="")
     return 0
 
 

@@ -183,3 +183,33 @@ def test_a_call_that_only_leaves_a_dropped_lane_is_not_a_signature_site() -> Non
     assert md.signature_sites(hunks, before, after) == []
     changed = md.hunks(diff.replace("+f(1, k=2)", "+f(1, k=3)"))["m.py"]
     assert md.signature_sites(changed, before, after) == [(2, 3)]
+
+
+def test_another_plain_import_of_a_vllm_module_is_not_a_move() -> None:
+    # `import vllm.a` and `import vllm.b` both bind `vllm`; adding one is no move of the other.
+    before = md.read_side("import vllm.model_executor.layers.mamba.ops.causal_conv1d\n")
+    after = md.read_side("import vllm.model_executor.layers.fla.ops\n"
+                         "import vllm.model_executor.layers.mamba.ops.causal_conv1d\n"
+                         "vllm.model_executor.layers.fla.ops.f(\n    1,\n)\n")
+    assert md.moves("p.py", before, after) == ([], [])
+    assert {3, 4, 5} <= after.signature_lines
+
+
+def test_a_lane_added_for_the_old_release_is_not_a_missed_move() -> None:
+    # 72797cfa15: the parent imported gdn.base alone; the human wrote the 0.21.0 lane back.
+    from migrator.core.resolver import Resolver
+    from rules import load_pack
+
+    added = md.Move("t.py", "GatedDeltaNetAttention",
+                    "vllm.model_executor.layers.mamba.gdn.base.GatedDeltaNetAttention",
+                    "vllm.model_executor.layers.mamba.gdn_linear_attn.GatedDeltaNetAttention",
+                    dual=True)
+    scored = bench.score_moves([added], [], {"t.py"},
+                               Resolver(load_pack("vllm"), "0.21.0", "0.22.1"))
+    assert scored["missed"][0]["why"].startswith("the human added the old lane")
+
+
+def test_a_line_of_the_written_file_maps_back_to_the_parent() -> None:
+    before = "a\nb\nc\nd\n"
+    after = "a\nif x:\n    b1\nelse:\n    b2\nc\nd\n"
+    assert [md.line_before(before, after, n) for n in (1, 2, 4, 6, 7)] == [1, 2, 2, 3, 4]
