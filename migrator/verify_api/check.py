@@ -4,6 +4,8 @@ baseline, when it fails at the target)."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from migrator.verify_api import findings as F
@@ -12,6 +14,7 @@ from migrator.verify_api.overrides import OverrideCheck
 from migrator.verify_api.project import CALLED, Call, FileFacts, ProjectClass, Use
 from migrator.verify_api.signature import MISSING, TOO_MANY, TWICE, Signature, bind, describe
 from migrator.verify_api.upstream import Obj, Upstream
+from migrator.verify_api.usage import ProjectUsage
 
 # What a chain step stands on: ("class", qual) or ("module", name).
 Kind = tuple[str, str]
@@ -19,11 +22,17 @@ Kind = tuple[str, str]
 
 @dataclass
 class Checker:
-    """Judges uses; `baseline` None compares against `target` alone."""
+    """Judges uses; `baseline` None compares against `target` alone; `facts` every file's,
+    for what the project does itself (`usage`)."""
 
     target: Upstream
     baseline: Upstream | None
     classes: dict[str, ProjectClass]
+    facts: Sequence[FileFacts] = ()
+
+    @functools.cached_property
+    def usage(self) -> ProjectUsage:
+        return ProjectUsage(self, self.facts)
 
     @property
     def at(self) -> str:
@@ -115,6 +124,8 @@ class Checker:
                 return []
             last = i == len(chain) - 1
             step = self.step(new, old, attr)
+            if step == "missing" and self.usage.sets_itself(new, attr):
+                return []  # the project sets it on such objects itself
             if step == "missing":
                 where = f" (defined at {self.baseline.label})" if self.baseline else ""
                 message = f"'{attr}' is not an attribute of {new[1]} at {self.at}{where}"

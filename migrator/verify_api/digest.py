@@ -6,8 +6,10 @@ Shape (lists and dicts only, for `migrator.core.indexcache`):
 `["func", signature]`, `["alias", "dotted.target"]` (an import, or `X = Y` of a name) or
 `["value", ""]`; a class is `{"bases": [dotted | "?"], "methods": {name: signature},
 "attrs": [name], "types": {attr: dotted}, "fields": [[name, has_default, kw_only]] | None,
-"dynamic": bool, "new": bool, "decorated": bool}`. Dotted names are absolute, resolved in
-the module's own imports; "?" is a base that is not a plain name.
+"dynamic": bool, "new": bool, "decorated": bool, "calls": {method: [name]}}`, `calls` naming
+the methods each method calls on its own object (`self.m(...)`, `super().m(...)`). Dotted
+names are absolute, resolved in the module's own imports; "?" is a base that is not a plain
+name.
 """
 
 from __future__ import annotations
@@ -126,10 +128,13 @@ class _Scope:
         methods: dict[str, Any] = {}
         attrs: set[str] = set()
         types: dict[str, str] = {}
+        calls: dict[str, list[str]] = {}
         for item in node.body:
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 methods[item.name] = self.signature(item)
                 _self_attrs(item, attrs, types, self)
+                if called := _self_calls(item):
+                    calls[item.name] = called
             elif isinstance(item, ast.ClassDef):
                 attrs.add(item.name)
             elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
@@ -147,7 +152,24 @@ class _Scope:
             # class): a class with one and no `__init__` has no known signature.
             "decorated": any(_decorator_name(d) not in _DATACLASS_MAKERS
                              for d in node.decorator_list),
+            "calls": calls,
         }
+
+
+def _self_calls(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The methods `func` calls on its own object: `self.m(...)`, `super().m(...)`."""
+    owner = "" if of_function(func).kind == "static" or not func.args.args else \
+        func.args.args[0].arg
+    found: set[str] = set()
+    for node in ast.walk(func):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        on = node.func.value
+        if (isinstance(on, ast.Name) and owner and on.id == owner) or (
+                isinstance(on, ast.Call) and isinstance(on.func, ast.Name)
+                and on.func.id == "super"):
+            found.add(node.func.attr)
+    return sorted(found)
 
 
 def _self_attrs(func: ast.FunctionDef | ast.AsyncFunctionDef, attrs: set[str],

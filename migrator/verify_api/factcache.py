@@ -54,7 +54,8 @@ def encode(facts: FileFacts) -> list[Any]:
                 [[m.name, m.sig.to_json(), m.line, m.col, [_use(u) for u in m.supers]]
                  for m in c.methods.values()],
                 sorted(c.attrs), c.types, [_use(u) for u in c.reads]] for c in facts.classes]
-    return [facts.module, classes, [_use(u) for u in facts.uses]]
+    return [facts.module, classes, [_use(u) for u in facts.uses],
+            [_use(u) for u in facts.writes]]
 
 
 def decode(data: Any, path: str) -> FileFacts:
@@ -62,8 +63,9 @@ def decode(data: Any, path: str) -> FileFacts:
 
     Raises ValueError when `data` is not what `encode` writes."""
     try:
-        module, classes, uses = data
-        facts = FileFacts(path, str(module), uses=[_unuse(u) for u in uses])
+        module, classes, uses, writes = data
+        facts = FileFacts(path, str(module), uses=[_unuse(u) for u in uses],
+                          writes=[_unuse(u) for u in writes])
         for qual, line, bases, methods, attrs, types, reads in classes:
             cls = ProjectClass(str(qual), path, int(line), [str(b) for b in bases],
                                attrs=set(attrs), types=dict(types),

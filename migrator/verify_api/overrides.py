@@ -90,7 +90,8 @@ class OverrideCheck:
         target, base, exists = self.upstream_method(method.name)
         scope = f"{self.cls.qual}.{method.name}"
         if target is None:
-            if base is not None and exists and self.checker.baseline is not None:
+            if base is not None and exists and self.checker.baseline is not None and \
+                    not self.checker.usage.calls_itself(self, method.name):
                 message = (f"{scope} overrides {base[0]}.{method.name}, which is gone at "
                            f"{self.checker.at}: nothing calls it there")
                 out.append(self._at(method, F.OVERRIDES_NOTHING, message,
@@ -103,6 +104,8 @@ class OverrideCheck:
         old = base[1].bound() if base is not None else None
         if self.checker.baseline is not None:
             problems = problems - override_problems(mine, old) if old is not None else set()
+        if problems and self.checker.usage.unreached(self, method.name):
+            return out  # upstream calls it only from methods the project replaces
         return out + self.classify(method, problems, target[0], up, old)
 
     def classify(self, method: Method, problems: set[tuple[str, str]], owner: str,

@@ -18,6 +18,8 @@ from typing import cast
 from migrator.core.modname import RelativeImportError, resolve_relative
 from migrator.verify_api.guards import catches_probe, probes
 from migrator.verify_api.signature import Signature, annotated_class, of_function
+from migrator.verify_api.targets import bound as _bound
+from migrator.verify_api.targets import path as _path
 
 Live = Callable[[ast.expr], "bool | None"]
 _TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
@@ -78,6 +80,9 @@ class FileFacts:
     module: str
     classes: list[ProjectClass] = field(default_factory=list)
     uses: list[Use] = field(default_factory=list)
+    # What the project sets itself (`x.A = ...`, `setattr(x, "A", ...)`, `C.A = ...`): the
+    # chain from `base` ends with the attribute set.
+    writes: list[Use] = field(default_factory=list)
 
 
 def read_file(source: bytes, path: str, module: str, is_package: bool,
@@ -259,6 +264,9 @@ class _Reader:
             return  # splats: what binds is not known statically
         how = Call(len(node.args), tuple(str(k.arg) for k in node.keywords))
         func = node.func
+        if isinstance(func, ast.Name) and func.id == "setattr" and len(node.args) == 3 and \
+                isinstance(name := node.args[1], ast.Constant) and isinstance(name.value, str):
+            self.written(node.args[0], name.value, node, scope, env)
         if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call)
                 and isinstance(func.value.func, ast.Name) and func.value.func.id == "super"):
             if cls is not None and scope.rpartition(".")[0] == cls.qual:
@@ -282,6 +290,9 @@ class _Reader:
         while isinstance(current, ast.Attribute):
             attrs.append(current.attr)
             current = current.value
+        if isinstance(node.ctx, ast.Store) and not (len(attrs) == 1 and env.get(
+                _root(node)) == SELF):  # `self.A = ...`: the class's own (`self_writes`)
+            self.written(node.value, node.attr, node, scope, env)
         if not isinstance(current, ast.Name) or current.id not in env:
             return
         attrs.reverse()
@@ -294,6 +305,19 @@ class _Reader:
             cls.reads.append(use)
         elif env[current.id] != SELF:
             self.facts.uses.append(use)
+
+    def written(self, holder: ast.expr, attr: str, node: ast.expr, scope: str,
+                env: dict[str, str]) -> None:
+        """The project sets `attr` on `holder`: a typed name's object (or one of its
+        attributes'), or an upstream class or module named outright."""
+        root, path = _root(holder), _path(holder)
+        if root in env:
+            base, chain = env[root], (*path, attr)
+        elif root in self.names and self.is_upstream(dotted := self.dotted(holder)):
+            base, chain = dotted, (attr,)
+        else:
+            return
+        self.facts.writes.append(Use(node.lineno, node.col_offset, scope, base, chain))
 
 
 def _heads(node: ast.stmt) -> list[ast.expr]:
@@ -345,13 +369,12 @@ class _Env:
         if isinstance(node, ast.Assign):
             kind = self.value(node.value)
             return [(t.id, kind) for t in node.targets if isinstance(t, ast.Name)] + [
-                (n.id, "") for t in node.targets if not isinstance(t, ast.Name)
-                for n in ast.walk(t) if isinstance(n, ast.Name)]
+                (n, "") for t in node.targets if not isinstance(t, ast.Name) for n in _bound(t)]
         if isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.NamedExpr,
                              ast.AugAssign)):
             targets = [i.optional_vars for i in node.items if i.optional_vars] if isinstance(
                 node, (ast.With, ast.AsyncWith)) else [node.target]
-            return [(n.id, "") for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            return [(n, "") for t in targets for n in _bound(t)]
         return []
 
     def value(self, node: ast.expr) -> str:

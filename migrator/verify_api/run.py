@@ -88,7 +88,7 @@ def verify_api(request: ApiRequest) -> ApiResult:
         else ""
     facts = collect(request.paths, request.exclude, packages, live, entry)
     classes = {c.qual: c for f in facts for c in f.classes}
-    checker = Checker(target, baseline, classes)
+    checker = Checker(target, baseline, classes, facts)
     found = sorted({finding for f in facts for finding in checker.file(f)})
     parsed = target.parsed + (baseline.parsed if baseline else 0)
     target.save()

@@ -12,13 +12,19 @@ from migrator.core.codes.model import ERROR, WARNING, Code
 
 _WHEN = ("Reported only when the project's code fits the baseline release (the installed one, "
          "or --from) and not the target; with no baseline, against the target alone.")
+_CALLERS = ("Not reported when upstream calls the method on its own object (`self.m(...)`, "
+            "`super().m(...)` in the upstream class and its bases) only from methods the "
+            "project's class overrides too without calling up: upstream never calls the "
+            "override. A method upstream never calls that way is reported (its callers are "
+            "elsewhere). ")
 
 VAP_CODES: tuple[Code, ...] = (
     Code(
         "VAP001", ERROR, "override does not accept a parameter the upstream method added",
         means=("A method of a class that subclasses an upstream class overrides an upstream "
                "method; at the target the upstream method takes a parameter the override does "
-               "not (no parameter of that name or position, no *args/**kwargs). " + _WHEN),
+               "not (no parameter of that name or position, no *args/**kwargs). " + _CALLERS
+               + _WHEN),
         why=("The upstream package calls the method with the new argument: TypeError "
              "`forward_oot() got an unexpected keyword argument`."),
         fix=("Add the parameter to the override (with the upstream default), or accept "
@@ -30,7 +36,8 @@ VAP_CODES: tuple[Code, ...] = (
     Code(
         "VAP002", ERROR, "override requires a parameter the upstream method removed",
         means=("The override declares a parameter without a default that the upstream method "
-               "no longer has at the target, so its callers no longer pass it. " + _WHEN),
+               "no longer has at the target, so its callers no longer pass it. " + _CALLERS
+               + _WHEN),
         why="Every upstream call of the method fails: TypeError, missing required argument.",
         fix="Drop the parameter from the override, or give it a default.",
         bad="def execute_model(self, scheduler_output, intermediate_tensors): ...",
@@ -39,7 +46,7 @@ VAP_CODES: tuple[Code, ...] = (
     Code(
         "VAP003", ERROR, "override still uses the old name of a renamed parameter",
         means=("The upstream method renamed a parameter at the target (same position, new "
-               "name); the override keeps the old name. " + _WHEN),
+               "name); the override keeps the old name. " + _CALLERS + _WHEN),
         why="Upstream callers that pass it by keyword fail with TypeError.",
         fix="Rename the override's parameter to the upstream name.",
         bad="def get_kv_cache_spec(self, layer): ...   # upstream now: (self, layer_name)",
@@ -48,7 +55,8 @@ VAP_CODES: tuple[Code, ...] = (
     Code(
         "VAP004", ERROR, "override cannot take a parameter now keyword-only upstream",
         means=("A parameter the override takes by position under another name, or as "
-               "positional-only, became keyword-only in the upstream method. " + _WHEN),
+               "positional-only, became keyword-only in the upstream method. " + _CALLERS
+               + _WHEN),
         why="Upstream callers now pass it by keyword: TypeError.",
         fix="Name the override's parameter as upstream does (or make it keyword-only too).",
     ),
@@ -91,7 +99,10 @@ VAP_CODES: tuple[Code, ...] = (
                "(with its upstream bases: methods, class attributes, annotations, dataclass "
                "fields, `self.x` set anywhere) no longer defines at the target. A class with "
                "`__getattr__` is never reported; code under `hasattr(...)` or in a `try` "
-               "catching AttributeError is not read. " + _WHEN),
+               "catching AttributeError is not read. An attribute the project sets itself "
+               "on objects of the class or a related one (`obj.x = ...`, `setattr(obj, \"x\", "
+               "...)`, `Class.x = ...`, `self.x` in a project subclass) is not reported. "
+               + _WHEN),
         why="The read raises AttributeError at the target; attributes often move between "
             "config classes.",
         fix="Read the attribute from where the target keeps it.",
@@ -102,7 +113,9 @@ VAP_CODES: tuple[Code, ...] = (
         "VAP100", WARNING, "method overrides one the upstream class no longer has",
         means=("A method of a subclass overrides an upstream method that existed at the "
                "baseline and is gone from the upstream class at the target (renamed or "
-               "removed)."),
+               "removed). A method the project's own code calls (`self.m(...)` in the class, "
+               "a project base or subclass; `obj.m(...)` on an object typed as its upstream "
+               "base) is the project's own API and is not reported."),
         why="Nothing calls the override any more: its behaviour silently stops applying.",
         fix="Override the method that replaced it, or delete the override.",
     ),
