@@ -84,6 +84,7 @@ def _check_against(step: Step, packages: tuple[str, ...], against: tuple[str, st
     folder itself); anything else through `open_dist`, naming the input, not a temp copy."""
     from migrator.core.dists import open_dist
     from migrator.core.sources import InputError, on_disk
+    from migrator.verify_imports.treenames import TreeNames
 
     with ExitStack() as stack:
         roots: list[Path] = []
@@ -99,7 +100,7 @@ def _check_against(step: Step, packages: tuple[str, ...], against: tuple[str, st
                 raise UsageFailure(str(exc)) from None
             roots.append(stack.enter_context(on_disk(source)))
             labels.append(source.label)
-        errors = check_against(step, roots[0], roots[1])
+        errors = check_against(step, roots[0], roots[1], TreeNames())
     for root, label in zip(roots, labels, strict=True):
         if label is not None:
             errors = [e.replace(f"not found in {root}", f"not found in {label}") for e in errors]

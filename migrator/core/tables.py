@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 from migrator.core.forwarding import read_getattr
 from migrator.core.resolver import Resolver
 from rules import ModuleMove, Pack, Step, SymbolMove, is_under, version_key
+
+# `names(tree, module)`: every name `module` of the tree binds at its top, star imports
+# (`from .x import *`) followed. The kernel reads plain bindings and `__getattr__` itself; the
+# commands pass verify-imports' answer for the rest (`migrator.verify_imports.treenames`).
+ModuleNames = Callable[[Path, str], Collection[str]]
 
 
 def explain_name(pack: Pack, dotted: str) -> list[str]:
@@ -123,10 +129,12 @@ def tree_root(tree: Path, packages: tuple[str, ...]) -> Path:
     return tree
 
 
-def check_against(step: Step, old_tree: Path, new_tree: Path) -> list[str]:
+def check_against(step: Step, old_tree: Path, new_tree: Path,
+                  names: ModuleNames | None = None) -> list[str]:
     """Errors for rows whose `old` is missing from `old_tree` or `new` from `new_tree`.
 
-    Intermediate rows (paths that never shipped in a release) are exempt.
+    Intermediate rows (paths that never shipped in a release) are exempt. A name a module
+    serves only through a star import counts when `names` is given.
     """
     errors: list[str] = []
     for move in step.modules:
@@ -142,26 +150,27 @@ def check_against(step: Step, old_tree: Path, new_tree: Path) -> list[str]:
                     f"{move.where}: new module {move.new + suffix!r} not found in {new_tree}"
                 )
     for symbol in step.symbols:
-        errors.extend(_check_symbol(symbol, old_tree, new_tree))
+        errors.extend(_check_symbol(symbol, old_tree, new_tree, names))
     for removed in step.removed:
-        if not (_module_file(old_tree, removed.old) or _defines(old_tree, removed.old)):
+        if not (_module_file(old_tree, removed.old) or _defines(old_tree, removed.old, names)):
             errors.append(f"{removed.where}: removed name {removed.old!r} not found in {old_tree}")
     return errors
 
 
-def _check_symbol(symbol: SymbolMove, old_tree: Path, new_tree: Path) -> list[str]:
+def _check_symbol(symbol: SymbolMove, old_tree: Path, new_tree: Path,
+                  names: ModuleNames | None) -> list[str]:
     errors = []
     if _module_file(old_tree, symbol.old):
         errors.append(
             f"{symbol.where}: {symbol.old!r} is a module in {old_tree}, not a symbol: "
             "use a [[step.module]] row"
         )
-    elif not _defines(old_tree, symbol.old):
+    elif not _defines(old_tree, symbol.old, names):
         errors.append(
             f"{symbol.where}: old module {symbol.old_module!r} defines no "
             f"{symbol.old_name!r} in {old_tree}"
         )
-    if not _defines(new_tree, symbol.new):
+    if not _defines(new_tree, symbol.new, names):
         errors.append(
             f"{symbol.where}: new module {symbol.new_module!r} defines no "
             f"{symbol.new_name!r} in {new_tree}"
@@ -188,9 +197,10 @@ def _module_file(tree: Path, dotted: str) -> Path | None:
     return base if base.is_dir() else None
 
 
-def _defines(tree: Path, dotted: str) -> bool:
-    """True if the module of `dotted` binds its last name at top level, or its module-level
-    `__getattr__` serves it (a deprecation forwarder: the name still imports)."""
+def _defines(tree: Path, dotted: str, names: ModuleNames | None = None) -> bool:
+    """True if the module of `dotted` binds its last name at top level, its module-level
+    `__getattr__` serves it (a deprecation forwarder: the name still imports), or, with
+    `names`, one of its star imports binds it."""
     module, _, name = dotted.rpartition(".")
     path = _module_file(tree, module)
     if path is None or path.is_dir():
@@ -204,7 +214,9 @@ def _defines(tree: Path, dotted: str) -> bool:
         return True
     served = read_getattr(data, module, path.name == "__init__.py",
                           lambda d: _module_file(tree, d) is not None)
-    return served is not None and name in served.served
+    if served is not None and name in served.served:
+        return True
+    return names is not None and name in names(tree, module)
 
 
 def _bound_names(body: list[ast.stmt]) -> set[str]:

@@ -21,6 +21,7 @@ from migrator.infer.index import Module, build_indexes, module_name, parse_defin
 from migrator.infer.modules import interim_moves, module_moves
 from migrator.infer.renames import Gains
 from migrator.infer.symbols import moved_names, symbol_moves
+from migrator.verify_imports.treenames import TreeNames
 from rules import RulesError, is_under, parse
 from rules.schema import VERSION_RE
 
@@ -153,4 +154,4 @@ def check(text: str, old: Source, new: Source) -> list[str]:
     except (RulesError, tomllib.TOMLDecodeError) as exc:
         return [str(exc)]
     with on_disk(old) as old_root, on_disk(new) as new_root:
-        return check_against(pack.steps[0], old_root, new_root)
+        return check_against(pack.steps[0], old_root, new_root, TreeNames())

@@ -13,7 +13,7 @@ import importlib.util
 import json
 import os
 import subprocess
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +102,17 @@ def discover(
                 layout.modules[name] = ModuleFile(name, path, EXTENSION, False)
         layout.targets.sort(key=lambda m: str(m.path))
     return [layouts[root] for root in sorted(layouts)]
+
+
+def package_layout(root: Path, tops: Iterable[str]) -> Layout:
+    """Every module of the top-level packages `tops` that lie in `root` (no targets): a
+    release's tree, indexed for questions about what its modules bind."""
+    layout = Layout()
+    for top in tops:
+        _index_top(root, top, layout.modules)
+        if top in layout.modules:
+            layout.roots[top] = root
+    return layout
 
 
 def _locate(target: str, python: str | None) -> Path:

@@ -22,6 +22,10 @@ IMPLICIT_NAMES = frozenset({
     "__name__", "__doc__", "__file__", "__spec__", "__loader__", "__package__", "__builtins__",
     "__cached__", "__dict__",
 })
+# How many star imports deep a namespace is followed (`a` star-imports `b`, which star-imports
+# `c`, ...); past it the module counts as open, as a cycle is cut: a chain that deep is no
+# package's layout, and following it further would only run into the recursion limit.
+MAX_STAR_DEPTH = 32
 
 
 @dataclass
@@ -166,6 +170,11 @@ class Project:
             return
         if source not in self.modules or source in self._expanding:
             return  # a missing module is reported where it is imported; a cycle adds nothing new
+        if len(self._expanding) > MAX_STAR_DEPTH:  # `source` would be one import deeper
+            if not stmt.typing_only:
+                ns.open_reason = ns.open_reason or \
+                    f"star-imports '{source}' more than {MAX_STAR_DEPTH} star imports deep"
+            return
         exported = self.namespace(source)
         source_info = self.info(source)
         if exported.open_reason and not stmt.typing_only:

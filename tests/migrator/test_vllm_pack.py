@@ -97,6 +97,15 @@ def test_a_removed_name_says_what_replaced_it() -> None:
     assert "FusedMoE(..., shared_experts=...)" in chain.removed.hint
 
 
+def test_a_getter_the_package_served_through_a_star_import_is_removed_too() -> None:
+    # vllm.distributed served it by `from .parallel_state import *` until 0.23.0 removed it;
+    # validate --against follows star imports, so the row is checked in 0.22.1 like any other.
+    chain = Resolver(rules.load_pack("vllm"), "0.22.1").resolve(
+        "vllm.distributed.get_decode_context_model_parallel_world_size")
+    assert chain.removed_step == "0.23.0" and not chain.changed
+    assert chain.removed is not None and "get_dcp_group().world_size" in chain.removed.hint
+
+
 def test_the_ruff_export_keeps_a_hint_that_quotes_code() -> None:
     # 0.19.0's hint spells `cache_policy="lru"`: the export escaped no quote before.
     exported = vam("rules", "export", "ruff", "--rules", "vllm", "--standalone").stdout
