@@ -18,7 +18,8 @@ release: what breaks that an import rewrite cannot fix.
 
 Reported, each where the project's code fits the baseline release and not the target:
 overrides of upstream methods whose signature changed (a parameter added, removed,
-renamed, made keyword-only) and their super() calls; calls of upstream functions and
+renamed, made keyword-only) and their super() calls; abstract methods upstream bases
+gained that a subclass does not define; calls of upstream functions and
 classes (imported by name, or `module.f`) with keywords the target no longer takes or
 without a parameter it now requires; attributes read from upstream objects whose class
 is known statically (annotations, `x = Cls(...)`, `self` in a subclass, config fields)

@@ -34,6 +34,12 @@ class Checker:
     def usage(self) -> ProjectUsage:
         return ProjectUsage(self, self.facts)
 
+    @functools.cached_property
+    def derived(self) -> frozenset[str]:
+        """The project classes some project class derives from."""
+        return frozenset(b for cls in self.classes.values() for b in cls.bases
+                         if b in self.classes)
+
     @property
     def at(self) -> str:
         return self.target.label

@@ -6,8 +6,10 @@ Shape (lists and dicts only, for `migrator.core.indexcache`):
 `["func", signature]`, `["alias", "dotted.target"]` (an import, or `X = Y` of a name) or
 `["value", ""]`; a class is `{"bases": [dotted | "?"], "methods": {name: signature},
 "attrs": [name], "types": {attr: dotted}, "fields": [[name, has_default, kw_only]] | None,
-"dynamic": bool, "new": bool, "decorated": bool, "calls": {method: [name]}}`, `calls` naming
-the methods each method calls on its own object (`self.m(...)`, `super().m(...)`). Dotted
+"dynamic": bool, "new": bool, "decorated": bool, "calls": {method: [name]}, "abstract":
+[method], "abc": bool}`, `calls` naming the methods each method calls on its own object
+(`self.m(...)`, `super().m(...)`), `abstract` its `@abstractmethod`s, `abc` whether it
+derives from `abc.ABC` or has the `ABCMeta` metaclass (where abstract methods are enforced). Dotted
 names are absolute, resolved in the module's own imports; "?" is a base that is not a plain
 name.
 """
@@ -153,6 +155,12 @@ class _Scope:
             "decorated": any(_decorator_name(d) not in _DATACLASS_MAKERS
                              for d in node.decorator_list),
             "calls": calls,
+            "abstract": sorted(i.name for i in node.body
+                               if isinstance(i, (ast.FunctionDef, ast.AsyncFunctionDef))
+                               and any(_decorator_name(d) in _ABSTRACT for d in i.decorator_list)),
+            "abc": "abc.ABC" in bases or any(
+                k.arg == "metaclass" and ast.unparse(k.value).endswith("ABCMeta")
+                for k in node.keywords),
         }
 
 
@@ -193,6 +201,8 @@ def _self_attrs(func: ast.FunctionDef | ast.AsyncFunctionDef, attrs: set[str],
                         node.annotation)):
                     types.setdefault(target.attr, found)
 
+
+_ABSTRACT = frozenset({"abstractmethod", "abstractproperty"})
 
 # Decorators that make a class a dataclass. vLLM's `vllm.config.utils.config` makes a
 # pydantic dataclass (a `dataclass_transform`); from 0.16.0 its config classes carry it

@@ -1,6 +1,7 @@
 """The checks of a project class that subclasses an upstream class: its overrides against the
-upstream methods (VAP001-VAP004, VAP100), its `super()` calls (VAP005), and the attributes
-it reads from `self` that only upstream bases define (VAP008)."""
+upstream methods (VAP001-VAP004, VAP100), its `super()` calls (VAP005), the attributes it
+reads from `self` that only upstream bases define (VAP008), and the abstract methods its
+upstream bases gained (VAP009)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,34 @@ class OverrideCheck:
             out += self.method(method)
         for use in self.cls.reads:
             out += self.read(use)
+        return out + self.abstracts()
+
+    def abstracts(self) -> list[ApiFinding]:
+        """VAP009: the abstract methods an upstream base gained that no class of the chain
+        defines. Only for a leaf of the project's classes that is not abstract itself: a
+        project base may leave them to its subclasses."""
+        c = self.checker
+        if self.cls.qual in c.derived or any(b.rpartition(".")[2] in ("ABC", "ABCMeta")
+                                             for p in self.chain for b in p.bases):
+            return []
+        out: list[ApiFinding] = []
+        for old, new in self.pairs:
+            if new is None or new[0] != "class":
+                continue
+            gained = c.target.abstract_methods(new[1])
+            if c.baseline is not None:
+                if old is None or old[0] != "class":
+                    continue
+                before = c.baseline.abstract_methods(old[1])
+                gained = {m: o for m, o in gained.items() if m not in before}
+            for name, owner in sorted(gained.items()):
+                if self.defines(name) or any(name in p.methods for p in self.chain) or \
+                        any(f.obj == f"{owner}.{name}" for f in out):
+                    continue
+                message = (f"{self.cls.qual} does not define {name}, abstract in {owner} at "
+                           f"{c.at}: instantiating it raises TypeError")
+                out.append(ApiFinding(self.cls.path, self.cls.line, 1, F.ABSTRACT_ADDED,
+                                      message, f"{owner}.{name}", self.cls.qual))
         return out
 
     def kinds(self) -> list[tuple[Kind | None, Kind | None]]:

@@ -162,6 +162,21 @@ class Upstream:
             stack = [*found.data["bases"], *stack]
         return seen, complete
 
+    def abstract_methods(self, qual: str) -> dict[str, str]:
+        """{method: owner} of the abstract methods class `qual` leaves to its subclasses:
+        those whose first definition up its bases is an `@abstractmethod`, where a class of
+        them derives from `abc.ABC` (or `ABCMeta`), so that instantiating a subclass that
+        defines none of them raises TypeError."""
+        classes = self.mro(qual)[0]
+        if not any(c.data.get("abc") for c in classes):
+            return {}
+        first: dict[str, tuple[str, bool]] = {}
+        for cls in classes:
+            abstract = set(cls.data.get("abstract", ()))
+            for name in [*cls.data["methods"], *cls.data["attrs"]]:
+                first.setdefault(name, (cls.qual, name in abstract))
+        return {name: owner for name, (owner, abstract) in first.items() if abstract}
+
     def method(self, qual: str, name: str) -> tuple[str, Signature] | None:
         """(owner, signature) of method `name` as class `qual` resolves it, else None."""
         for cls in self.mro(qual)[0]:

@@ -110,6 +110,23 @@ VAP_CODES: tuple[Code, ...] = (
         good="vllm_config.model_config.max_model_len",
     ),
     Code(
+        "VAP009", ERROR, "subclass lacks a method the upstream class made abstract",
+        means=("An upstream base class (one deriving from `abc.ABC`, or with the `ABCMeta` "
+               "metaclass) declares at the target an `@abstractmethod` that it did not at the "
+               "baseline, and neither the project's class nor its project bases define it. "
+               "Reported on the project classes no other project class derives from, and not "
+               "on a class that is abstract itself (derives from ABC)."),
+        why=("Instantiating the class raises TypeError `Can't instantiate abstract class "
+             "AscendMLAImpl with abstract method forward_mha`."),
+        fix="Define the method in the subclass, with the upstream signature.",
+        bad=("class AscendMLAImpl(MLAAttentionImpl):  # forward_mha is abstract at the "
+             "target\n    def forward(self, *args): ..."),
+        good=("class AscendMLAImpl(MLAAttentionImpl):\n"
+              "    def forward(self, *args): ...\n"
+              "    def forward_mha(self, q, kv_c_normed, k_pe, kv_cache, attn_metadata, k_scale, "
+              "output): ..."),
+    ),
+    Code(
         "VAP100", WARNING, "method overrides one the upstream class no longer has",
         means=("A method of a subclass overrides an upstream method that existed at the "
                "baseline and is gone from the upstream class at the target (renamed or "
