@@ -17,6 +17,7 @@ from typing import cast
 
 from migrator.core.modname import RelativeImportError, resolve_relative
 from migrator.verify_api.guards import catches_probe, probes
+from migrator.verify_api.nodes import statements, walk
 from migrator.verify_api.signature import Signature, annotated_class, of_function
 
 Live = Callable[[ast.expr], "bool | None"]
@@ -92,7 +93,8 @@ def read_file(source: bytes, path: str, module: str, is_package: bool,
         return None
     facts = FileFacts(path, module)
     names = _imports(tree, module if is_package else module.rpartition(".")[0])
-    reader = _Reader(facts, names, upstream, live)
+    # Only a walrus binds a name inside an expression: without one, statements suffice.
+    reader = _Reader(facts, names, upstream, live, walk if b":=" in source else statements)
     reader.block(tree.body, module, {}, None)
     return facts
 
@@ -100,7 +102,7 @@ def read_file(source: bytes, path: str, module: str, is_package: bool,
 def _imports(tree: ast.Module, package: str) -> dict[str, str]:
     """{local name: absolute dotted name} of every import in the file (last one wins)."""
     names: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in statements(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 local = alias.asname or alias.name.split(".")[0]
@@ -118,11 +120,12 @@ def _imports(tree: ast.Module, package: str) -> dict[str, str]:
 
 class _Reader:
     def __init__(self, facts: FileFacts, names: dict[str, str], upstream: frozenset[str],
-                 live: Live) -> None:
+                 live: Live, binders: Callable[[ast.AST], list[ast.AST]] = walk) -> None:
         self.facts = facts
         self.names = names
         self.upstream = upstream
         self.live = live
+        self.binders = binders  # the nodes of a function that may bind a name
 
     def dotted(self, node: ast.expr) -> str:
         """The absolute dotted name `a.b.C` spells here ("" when it is not one)."""
@@ -213,7 +216,7 @@ class _Reader:
                     env: dict[str, str], cls: ProjectClass) -> None:
         """`self.X = ...` in a method: X is the class's own; typed when the value is a typed
         name or an upstream call, or the assignment is annotated."""
-        for child in ast.walk(node):
+        for child in statements(node):
             targets: list[ast.expr] = []
             value: ast.expr | None = None
             if isinstance(child, ast.Assign):
@@ -243,7 +246,7 @@ class _Reader:
                 cls: ProjectClass | None) -> None:
         """Calls of upstream callables, attribute chains of typed names, super() calls."""
         inner: set[int] = set()
-        nodes = [n for n in ast.walk(node) if isinstance(n, (ast.Attribute, ast.Call))]
+        nodes = [n for n in walk(node) if isinstance(n, (ast.Attribute, ast.Call))]
         for child in nodes:
             inner.add(id(child.value) if isinstance(child, ast.Attribute) else id(child.func))
         for child in nodes:
@@ -328,7 +331,7 @@ class _Env:
             if found:
                 env[arg.arg] = found
         seen: dict[str, str] = {}
-        for child in ast.walk(node):
+        for child in self.reader.binders(node):
             for name, kind in self.bindings(child):
                 seen[name] = kind if seen.get(name, kind) == kind else ""
         for name, kind in seen.items():
@@ -346,12 +349,12 @@ class _Env:
             kind = self.value(node.value)
             return [(t.id, kind) for t in node.targets if isinstance(t, ast.Name)] + [
                 (n.id, "") for t in node.targets if not isinstance(t, ast.Name)
-                for n in ast.walk(t) if isinstance(n, ast.Name)]
+                for n in walk(t) if isinstance(n, ast.Name)]
         if isinstance(node, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.NamedExpr,
                              ast.AugAssign)):
             targets = [i.optional_vars for i in node.items if i.optional_vars] if isinstance(
                 node, (ast.With, ast.AsyncWith)) else [node.target]
-            return [(n.id, "") for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+            return [(n.id, "") for t in targets for n in walk(t) if isinstance(n, ast.Name)]
         return []
 
     def value(self, node: ast.expr) -> str:
