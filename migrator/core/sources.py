@@ -96,25 +96,44 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
+_META = ("PKG-INFO", "pyproject.toml", "setup.py")
+
+
 def _open_sdist(path: Path) -> Source:
     try:
         with tarfile.open(path) as tar:
-            members = {m.name: m for m in tar.getmembers() if m.isfile()}
-            top = _sdist_top(path, members)
-            source = Source(label=str(path))
-            for name in sorted(members):
-                rel = name[len(top) + 1 :]
-                if rel.endswith(".py") or rel in ("PKG-INFO", "pyproject.toml", "setup.py"):
-                    extracted = tar.extractfile(members[name])
-                    if extracted is not None:
-                        source.files[rel] = extracted.read()
+            members, data = _read_members(tar)
     except (OSError, tarfile.TarError, EOFError) as exc:
         raise InputError(f"{path}: cannot read the sdist: {exc}") from None
-    meta = {n: source.files.pop(n, None) for n in ("PKG-INFO", "pyproject.toml", "setup.py")}
+    top = _sdist_top(path, members)
+    source = Source(label=str(path))
+    for name in sorted(members):
+        rel = name[len(top) + 1 :]
+        if (rel.endswith(".py") or rel in _META) and name in data:
+            source.files[rel] = data[name]
+    meta = {n: source.files.pop(n, None) for n in _META}
     _keep_packages(source)
     match = _SDIST_NAME_RE.match(path.name)
     source.version = tree_version(meta) or (match.group("version") if match else None)
     return source
+
+
+def _read_members(tar: tarfile.TarFile) -> tuple[dict[str, tarfile.TarInfo], dict[str, bytes]]:
+    """({name: member} of the regular files, {name: bytes} of those `_open_sdist` may keep),
+    read in one pass in the archive's order: a compressed archive is not seekable backwards
+    at no cost, so reading in any other order decompresses it again."""
+    members: dict[str, tarfile.TarInfo] = {}
+    data: dict[str, bytes] = {}
+    for member in tar:
+        if not member.isfile():
+            continue
+        members[member.name] = member
+        data.pop(member.name, None)
+        if member.name.endswith(".py") or member.name.rpartition("/")[2] in _META:
+            extracted = tar.extractfile(member)
+            if extracted is not None:
+                data[member.name] = extracted.read()
+    return members, data
 
 
 def _sdist_top(path: Path, members: Mapping[str, tarfile.TarInfo]) -> str:

@@ -21,6 +21,7 @@ import builtins
 from dataclasses import replace
 from typing import Any
 
+from migrator.verify_api.nodes import statements
 from migrator.verify_api.signature import annotated_class, of_function
 
 _BUILTINS = frozenset(dir(builtins))
@@ -186,7 +187,7 @@ def _self_attrs(func: ast.FunctionDef | ast.AsyncFunctionDef, attrs: set[str],
     owner = func.args.args[0].arg if func.args.args else ""
     if not owner:
         return
-    for node in ast.walk(func):
+    for node in statements(func):
         targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
             targets = [e for t in node.targets

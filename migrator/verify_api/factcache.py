@@ -16,7 +16,7 @@ from migrator.verify_api.project import Call, FileFacts, Method, ProjectClass, U
 from migrator.verify_api.signature import Signature
 
 KIND = "verify-api-project"
-CODE = tuple(Path(__file__).parent / name for name in ("project.py", "guards.py",
+CODE = tuple(Path(__file__).parent / name for name in ("project.py", "guards.py", "nodes.py",
                                                        "factcache.py", "signature.py"))
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 
+from migrator.verify_api.nodes import walk
+
 _PROBES = frozenset({"AttributeError", "TypeError", "ImportError", "ModuleNotFoundError",
                      "NameError"})
 
@@ -12,7 +14,7 @@ _PROBES = frozenset({"AttributeError", "TypeError", "ImportError", "ModuleNotFou
 def probes(test: ast.expr) -> bool:
     """`test` asks whether an attribute exists (`hasattr(...)`, `getattr(..., default)`)."""
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-               and n.func.id in ("hasattr", "getattr") for n in ast.walk(test))
+               and n.func.id in ("hasattr", "getattr") for n in walk(test))
 
 
 def catches_probe(handlers: list[ast.ExceptHandler]) -> bool:

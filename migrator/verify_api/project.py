@@ -17,6 +17,7 @@ from typing import cast
 
 from migrator.core.modname import RelativeImportError, resolve_relative
 from migrator.verify_api.guards import catches_probe, probes
+from migrator.verify_api.nodes import statements, walk
 from migrator.verify_api.signature import Signature, annotated_class, of_function
 from migrator.verify_api.targets import bound as _bound
 from migrator.verify_api.targets import path as _path
@@ -97,7 +98,8 @@ def read_file(source: bytes, path: str, module: str, is_package: bool,
         return None
     facts = FileFacts(path, module)
     names = _imports(tree, module if is_package else module.rpartition(".")[0])
-    reader = _Reader(facts, names, upstream, live)
+    # Only a walrus binds a name inside an expression: without one, statements suffice.
+    reader = _Reader(facts, names, upstream, live, walk if b":=" in source else statements)
     reader.block(tree.body, module, {}, None)
     return facts
 
@@ -105,7 +107,7 @@ def read_file(source: bytes, path: str, module: str, is_package: bool,
 def _imports(tree: ast.Module, package: str) -> dict[str, str]:
     """{local name: absolute dotted name} of every import in the file (last one wins)."""
     names: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in statements(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 local = alias.asname or alias.name.split(".")[0]
@@ -123,11 +125,12 @@ def _imports(tree: ast.Module, package: str) -> dict[str, str]:
 
 class _Reader:
     def __init__(self, facts: FileFacts, names: dict[str, str], upstream: frozenset[str],
-                 live: Live) -> None:
+                 live: Live, binders: Callable[[ast.AST], list[ast.AST]] = walk) -> None:
         self.facts = facts
         self.names = names
         self.upstream = upstream
         self.live = live
+        self.binders = binders  # the nodes of a function that may bind a name
 
     def dotted(self, node: ast.expr) -> str:
         """The absolute dotted name `a.b.C` spells here ("" when it is not one)."""
@@ -218,7 +221,7 @@ class _Reader:
                     env: dict[str, str], cls: ProjectClass) -> None:
         """`self.X = ...` in a method: X is the class's own; typed when the value is a typed
         name or an upstream call, or the assignment is annotated."""
-        for child in ast.walk(node):
+        for child in statements(node):
             targets: list[ast.expr] = []
             value: ast.expr | None = None
             if isinstance(child, ast.Assign):
@@ -248,7 +251,7 @@ class _Reader:
                 cls: ProjectClass | None) -> None:
         """Calls of upstream callables, attribute chains of typed names, super() calls."""
         inner: set[int] = set()
-        nodes = [n for n in ast.walk(node) if isinstance(n, (ast.Attribute, ast.Call))]
+        nodes = [n for n in walk(node) if isinstance(n, (ast.Attribute, ast.Call))]
         for child in nodes:
             inner.add(id(child.value) if isinstance(child, ast.Attribute) else id(child.func))
         for child in nodes:
@@ -352,7 +355,7 @@ class _Env:
             if found:
                 env[arg.arg] = found
         seen: dict[str, str] = {}
-        for child in ast.walk(node):
+        for child in self.reader.binders(node):
             for name, kind in self.bindings(child):
                 seen[name] = kind if seen.get(name, kind) == kind else ""
         for name, kind in seen.items():

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from migrator.core.baseline import CONFIG, FLAG, PACK, find_baseline
+from migrator.core.collector import collector_paused
 from migrator.core.config import Config
 from migrator.core.discover import iter_files
 from migrator.core.dists import resolve
@@ -75,6 +76,11 @@ def verify_api(request: ApiRequest) -> ApiResult:
 
     Raises InputError (the target cannot be read), RulesError (a bad version), or
     FileNotFoundError (a path that does not exist)."""
+    with collector_paused():
+        return _verify(request)
+
+
+def _verify(request: ApiRequest) -> ApiResult:
     started = time.perf_counter()
     notes: list[str] = []
     ref = resolve(request.target)

@@ -20,8 +20,8 @@ from migrator.verify_api.digest import summarise
 from migrator.verify_api.signature import KWONLY, POS, Param, Signature
 
 KIND = "verify-api"
-CODE = tuple(Path(__file__).parent / name for name in ("digest.py", "signature.py",
-                                                       "upstream.py"))
+CODE = tuple(Path(__file__).parent / name for name in ("digest.py", "nodes.py",
+                                                       "signature.py", "upstream.py"))
 # Top-level folders an sdist carries that no installed distribution provides.
 NOT_SHIPPED = frozenset({"tests", "test", "testing", "benchmarks", "examples", "docs", "tools",
                          "scripts"})
@@ -60,6 +60,11 @@ class Upstream:
     key: str = ""
     parsed: int = 0  # modules parsed by this run (0 on a warm run)
     _source: Source | None = None
+    # What `lookup` and `mro` answered, by name: a copy (`dataclasses.replace`) starts afresh.
+    _found: dict[str, Obj | None] = field(default_factory=dict, init=False, repr=False,
+                                          compare=False)
+    _mros: dict[str, tuple[list[Obj], bool]] = field(default_factory=dict, init=False,
+                                                     repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -115,9 +120,14 @@ class Upstream:
     def provides(self, dotted: str) -> bool:
         return dotted.split(".")[0] in self.packages
 
-    def lookup(self, dotted: str, depth: int = 0) -> Obj | None:
+    def lookup(self, dotted: str) -> Obj | None:
         """What `dotted` names here, following re-exports; None when the release lacks it or
         it lies outside the release's packages."""
+        if dotted not in self._found:
+            self._found[dotted] = self._lookup(dotted, 0)
+        return self._found[dotted]
+
+    def _lookup(self, dotted: str, depth: int) -> Obj | None:
         parts = dotted.split(".")
         if depth > _DEPTH or not self.provides(dotted):
             return None
@@ -134,7 +144,7 @@ class Upstream:
         kind, data = binding
         rest = parts[cut + 1:]
         if kind == "alias":
-            return self.lookup(".".join([data, *rest]), depth + 1)
+            return self._lookup(".".join([data, *rest]), depth + 1)
         qual = f"{module}.{parts[cut]}"
         if kind == "func" and not rest:
             return Obj("func", qual, data)
@@ -147,6 +157,12 @@ class Upstream:
     def mro(self, qual: str) -> tuple[list[Obj], bool]:
         """The upstream classes of `qual` and its bases (depth first, left to right, each
         once), and whether every base was found in the release (`object` needs none)."""
+        if qual not in self._mros:
+            self._mros[qual] = self._mro(qual)
+        classes, complete = self._mros[qual]
+        return list(classes), complete
+
+    def _mro(self, qual: str) -> tuple[list[Obj], bool]:
         seen: list[Obj] = []
         complete = True
         stack = [qual]

@@ -8,15 +8,14 @@ mode, added to the defaults), `generated` (first-party modules the build creates
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from migrator.core.collector import collector_paused
 from migrator.verify_imports.checker import check_file, folder_findings
 from migrator.verify_imports.cycles import CycleChecker
 from migrator.verify_imports.discovery import SOURCE, Layout, discover
@@ -133,19 +132,6 @@ def verify_static(targets: Sequence[str], generated: Sequence[str] = ()) -> Veri
             found += CycleChecker(project).findings(show, only)
     checked = sum(len(layout.targets) for layout in layouts)
     return VerifyResult(sorted(set(found)), checked, time.perf_counter() - started)
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Parsing allocates millions of short-lived AST nodes that hold no reference cycles;
-    pausing the cyclic garbage collector meanwhile saves about a quarter of the run."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def dynamic_targets(layout: Layout) -> list[DynamicTarget]:
