@@ -163,7 +163,8 @@ class Checker:
             return "missing" if found.certain else None
         assert old is not None
         before = self.baseline.attribute(old[1], attr) if old[0] == "class" else None
-        dynamic = any(c.data["dynamic"] for c in self.target.mro(new[1])[0])
+        dynamic = any(c.data["dynamic"] for c in self.target.mro(new[1])[0]) or \
+            self.target.opaque(new[1])
         return "missing" if before is not None and before.found and not dynamic else None
 
     def next_kind(self, index: Upstream | None, kind: Kind | None, attr: str) -> Kind | None:

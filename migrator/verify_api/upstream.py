@@ -178,6 +178,17 @@ class Upstream:
             stack = [*found.data["bases"], *stack]
         return seen, complete
 
+    def opaque(self, qual: str) -> bool:
+        """Whether a class of `qual`'s bases derives from a name of the release that is not
+        a class it can read (`class P(Adapter)` where `Adapter = make_adapter(...)`): its
+        attributes cannot be listed."""
+        for cls in self.mro(qual)[0]:
+            for base in cls.data["bases"]:
+                if base == "?" or (self.provides(base) and getattr(
+                        self.lookup(base), "kind", None) != "class"):
+                    return True
+        return False
+
     def abstract_methods(self, qual: str) -> dict[str, str]:
         """{method: owner} of the abstract methods class `qual` leaves to its subclasses:
         those whose first definition up its bases is an `@abstractmethod`, where a class of

@@ -1,6 +1,8 @@
-"""`vam verify-api` VAP009: an abstract method an upstream base class gained between the
-baseline and the target, which the plugin's class does not define (vLLM 0.16.0 made
-`MLAAttentionImpl.forward_mha` abstract; vllm-ascend added it to its MLA impls)."""
+"""`vam verify-api` and the shapes of upstream classes: VAP009, an abstract method an
+upstream base class gained between the baseline and the target which the plugin's class does
+not define (vLLM 0.16.0 made `MLAAttentionImpl.forward_mha` abstract; vllm-ascend added it to
+its MLA impls); and a class built on a base the release makes at run time, whose attributes
+are not judged."""
 
 from __future__ import annotations
 
@@ -79,3 +81,41 @@ def test_without_abc_abstract_methods_are_not_enforced(tree: Tree) -> None:
             pass
     """})
     assert [f for f in found if f[2] == "VAP009"] == []
+
+
+def test_an_attribute_of_a_class_built_on_a_generated_base_is_not_judged(tree: Tree) -> None:
+    # vLLM 0.24.0: `class MinimaxM2ToolParser(MinimaxM2ParserToolAdapter)`, the base made by
+    # a factory call; what the class offers cannot be listed statically.
+    old = """
+        class Parser:
+            def __init__(self):
+                self.prev_tool_call_arr = []
+
+        class Other:
+            def __init__(self):
+                self.x = 1
+    """
+    new = """
+        def make(name):
+            return type(name, (), {})
+
+        Adapter = make("Adapter")
+
+        class Parser(Adapter):
+            pass
+
+        class Plain:
+            pass
+
+        class Other(Plain):
+            pass
+    """
+    found = _check(tree, old, new, {"plugin/use.py": """
+        from vllm.mod import Other, Parser
+
+        def f(p: Parser, o: Other):
+            a = p.prev_tool_call_arr
+            b = o.x
+            return a, b
+    """})
+    assert found == [("plugin/use.py", 5, "VAP008", "vllm.mod.Other.x")]
