@@ -30,7 +30,8 @@ path is followed through the bundled move table ("moved to Y in V (move table)",
 removed, with the table's hint) before any guess by name ("(a guess: same name elsewhere)").
 Lines DIST's version never runs are not checked: the branch of a version guard
 ([tool.vam] version-guards, e.g. `if vllm_version_is("0.13.0"):`) dead at that version,
-as in the old lane `vam migrate --keep-compat` writes.
+as in the old lane `vam migrate --keep-compat` writes; the `except ImportError` fallback
+of a `try` whose imports all resolve there (`--compat-style try`'s old lane).
 
 \b
 Codes (`vam rule CODE` explains one):

@@ -30,6 +30,7 @@ from migrator.verify_imports.moves import MoveTables
 from migrator.verify_imports.project import Project
 from migrator.verify_imports.run import VerifyResult, collector_paused, display_path
 from migrator.verify_imports.strings import dotted_strings
+from migrator.verify_imports.trylanes import dead_fallbacks
 
 # Top-level folders an sdist carries that no installed distribution provides.
 NOT_SHIPPED = frozenset({"tests", "test", "testing", "benchmarks", "examples", "docs", "tools",
@@ -141,7 +142,8 @@ def verify_against(dist: Dist, targets: Sequence[str],
     dotted-path strings) against `dist`; pragmas (`# vam: ignore`) apply. When `dist` states
     its version, nothing is reported on lines that version never runs: a branch of a
     version guard (a call of one of `guards`, `[tool.vam] version-guards`) dead there, such
-    as the old lane `vam migrate --keep-compat` writes (`migrator.core.guards`).
+    as the old lane `vam migrate --keep-compat` writes (`migrator.core.guards`); nor in the
+    `except ImportError` fallback of a `try` whose imports all resolve there (`trylanes`).
 
     Raises TargetError for a target that does not exist or is not Python."""
     started = time.perf_counter()
@@ -164,6 +166,8 @@ def verify_against(dist: Dist, targets: Sequence[str],
                            for f in check_dotted(project, target, text, line, col, show)]
                 mine = check_file(project, target, show) + unsuppressed(source, strings)
                 dead = dead_lines(source, guards, dist.version) if mine else set()
-                found += [f for f in mine if f.line not in dead]
+                fallbacks = dead_fallbacks(project, target) if mine else []
+                found += [f for f in mine
+                          if f.line not in dead and not within(fallbacks, f.line, f.col - 1)]
     checked = sum(len(layout.targets) for layout in layouts)
     return VerifyResult(sorted(set(found)), checked, time.perf_counter() - started)

@@ -70,6 +70,15 @@ def check_dotted(project: Project, target: ModuleFile, dotted: str, line: int, c
             for f in checker.findings]
 
 
+def resolves(project: Project, target: ModuleFile, stmt: ImportStmt) -> bool:
+    """Whether `stmt` (an import of `target`) runs without error: no error finding, an
+    `except ImportError` around it set aside (VAI102 is an error it catches)."""
+    checker = _FileChecker(project, target, "", str)
+    plain = dataclasses.replace(stmt, guarded=False)
+    (checker.check_from if stmt.is_from else checker.check_import)(plain)
+    return not any(f.is_error for f in checker.findings)
+
+
 def folder_findings(project: Project, checked: Iterable[Path], show: Show) -> list[ImportFinding]:
     """VAI005 at each left-out folder (see unpackaged.py) that a module outside it imports, when
     the run checks one of those importers or a file below the folder (`checked`: every file

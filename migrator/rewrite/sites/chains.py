@@ -84,10 +84,12 @@ def _alias_chain(
         out.report(F.removed("attribute", resolution), start)
     if not resolution.changed:
         return
+    # A move of what `head` itself names (`from m import Cls`) is the import's own: the
+    # rewritten import binds `head` to the moved object, so `Cls.ATTR` follows it.
     crossed = any(
         hit.old.rpartition(".")[0] != hit.new.rpartition(".")[0]
         for hit in resolution.hits
-        if hit.kind == "symbol"
+        if hit.kind == "symbol" and hit not in binding.hits
     )
     below = resolution.new.startswith(binding.new + ".")
     if below and not crossed and ctx.smap.text[start:end] == name:
