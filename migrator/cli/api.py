@@ -34,8 +34,10 @@ the upstream modules the project touches are parsed, kept by the release's sha25
 commit's sha) in ~/.cache/vam-index ($VAM_INDEX_CACHE).
 
 The baseline: --from, else the project's pins of the upstream distribution, else the
-installed release (`NAME==VERSION`, fetched when not cached). With none, uses are
-compared against the target alone (more false alarms; stderr says so). The upstream
+installed release (`NAME==VERSION`, fetched when not cached). With none, or a pin that
+cannot be fetched, uses are compared against the target alone (more false alarms; stderr
+says so); a --from that cannot be opened, or that is a release of another distribution
+than --against, is a usage error, as is a DIST that ships no Python package. The upstream
 packages: --upstream, else those of the rule pack (--rules, [tool.vam] rules) that the
 target ships, else all it ships. Branches of version guards dead at the target
 (`if vllm_version_is("0.29.0"):` against 0.33.0) and code under hasattr() or in a try

@@ -11,7 +11,7 @@ from migrator.cli import options as opt
 from migrator.cli.infer import infer_command
 from migrator.cli.options import UsageFailure
 from migrator.core.tables import check_against, export_ruff, show_pack, tree_root
-from rules import RulesError, Step, bundled, load_pack
+from rules import Pack, RulesError, Step, bundled, load_pack, version_key
 
 
 @click.group()
@@ -54,57 +54,93 @@ def rules_show(pack_name: str | None) -> None:
     "--step",
     "step_version",
     metavar="VERSION",
-    help="The step --against checks. [default: the latest]",
+    help="The step --against checks. [default: the step of NEW's version when NEW states "
+    "one and the pack has it, else the latest]",
 )
 def rules_validate(
     pack_name: str, against: tuple[str, str] | None, step_version: str | None
 ) -> None:
     """Check a table: syntax, duplicate or conflicting olds, cycles, malformed names.
 
-    Exit status: 0 valid, 2 invalid (the message names the entry at fault).
+    Exit status: 0 valid, 2 invalid (the message names the entry at fault; with --against,
+    every name not found, one per line).
     """
     pack = opt.load_rules(pack_name)
     if against:
-        try:
-            step = pack.step(step_version) if step_version else pack.steps[-1]
-        except RulesError as exc:
-            raise UsageFailure(str(exc)) from None
-        errors = _check_against(step, pack.packages, against)
+        errors = _check_against(pack, step_version, against)
+        if len(errors) == 1:
+            raise UsageFailure(errors[0])
         if errors:
-            raise UsageFailure(
-                errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
-            )
+            listed = "".join(f"\n  {error}" for error in errors)
+            raise UsageFailure(f"{len(errors)} rows do not match {against[0]} / "
+                               f"{against[1]}:{listed}")
     rule_count = sum(len(s.modules) + len(s.symbols) + len(s.removed) for s in pack.steps)
     where = f"; every name found in {Path(against[0])} / {Path(against[1])}" if against else ""
     click.echo(f"{pack.source}: ok ({len(pack.steps)} step(s), {rule_count} rules{where})")
 
 
-def _check_against(step: Step, packages: tuple[str, ...], against: tuple[str, str]) -> list[str]:
-    """`check_against` on two DISTs: a directory is read in place (it may be the package
-    folder itself); anything else through `open_dist`, naming the input, not a temp copy."""
-    from migrator.core.dists import open_dist
+def _pick_step(pack: Pack, step_version: str | None, new_version: str | None) -> Step:
+    """`--step`, else the step of NEW's stated version, else the latest.
+
+    Raises UsageFailure for a `--step` the pack lacks."""
+    try:
+        if step_version:
+            return pack.step(step_version)
+        if new_version:
+            wanted = version_key(new_version)
+            for step in pack.steps:
+                if version_key(step.version) == wanted:
+                    return step
+    except RulesError as exc:
+        if step_version:
+            raise UsageFailure(str(exc)) from None
+    return pack.steps[-1]
+
+
+def _check_against(pack: Pack, step_version: str | None,
+                   against: tuple[str, str]) -> list[str]:
+    """`check_against` on two DISTs, for the step `_pick_step` chooses: a directory is read in
+    place (it may be the package folder itself); anything else through `open_dist`. Errors
+    name each DIST as the user typed it, never a temp copy."""
+    from migrator.core.dists import open_dist, parse_requirement
     from migrator.core.sources import InputError, on_disk
     from migrator.verify_imports.treenames import TreeNames
 
+    if step_version:
+        _pick_step(pack, step_version, None)  # an unknown --step before anything is read
     with ExitStack() as stack:
         roots: list[Path] = []
-        labels: list[str | None] = []
+        new_version: str | None = None
         for spec in against:
             if Path(spec).is_dir():
-                roots.append(tree_root(Path(spec), packages))
-                labels.append(None)
+                roots.append(tree_root(Path(spec), pack.packages))
+                new_version = _tree_version(Path(spec))
                 continue
             try:
                 source = open_dist(spec)
             except InputError as exc:
                 raise UsageFailure(str(exc)) from None
             roots.append(stack.enter_context(on_disk(source)))
-            labels.append(source.label)
+            requirement = parse_requirement(spec)
+            new_version = source.version or (requirement[1] if requirement else None)
+        step = _pick_step(pack, step_version, new_version)
         errors = check_against(step, roots[0], roots[1], TreeNames())
-    for root, label in zip(roots, labels, strict=True):
-        if label is not None:
-            errors = [e.replace(f"not found in {root}", f"not found in {label}") for e in errors]
+    for root, spec in zip(roots, against, strict=True):
+        errors = [e.replace(f" in {root}", f" in {spec}") for e in errors]
     return errors
+
+
+def _tree_version(path: Path) -> str | None:
+    """The version a source tree states (PKG-INFO, pyproject, setup.py), else None."""
+    from migrator.core.sources import tree_version
+
+    meta: dict[str, bytes | None] = {}
+    for name in ("PKG-INFO", "pyproject.toml", "setup.py"):
+        try:
+            meta[name] = (path / name).read_bytes()
+        except OSError:
+            meta[name] = None
+    return tree_version(meta)
 
 
 @rules.command("export")

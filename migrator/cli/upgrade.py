@@ -10,11 +10,13 @@ import click
 from migrator.cli import options as opt
 from migrator.cli.options import UsageFailure
 from migrator.cli.pipeline import setup
+from migrator.core.dists import normalize, stated_name
+from migrator.core.pins import distribution_names
 from migrator.core.report import unified_diff
 from migrator.rewrite.engine import Options
 from migrator.upgrade import Item, Upgrade, UpgradePlan, as_json, as_text
 from migrator.upgrade.api import checker
-from rules import RulesError, version_key
+from rules import Pack, RulesError, version_key
 
 _STYLES = ("if", "try")
 
@@ -31,7 +33,7 @@ _STYLES = ("if", "try")
 @click.option("--dist", "dist_spec", metavar="DIST",
               help="Read the release from DIST (a source tree, sdist, wheel) instead of "
               "fetching NAME==VERSION into ~/.cache/vam-sdists; a DIST that states another "
-              "version is refused.")
+              "version or distribution, or ships no package, is refused.")
 @click.option("--write", is_flag=True, help="Apply the migration. [default: show the diff]")
 @click.option("--compat-style", type=click.Choice(_STYLES), default="if", show_default=True,
               help="Dual-lane form: `if vllm_version_is(OLD): <old> else: <new>`, or try the "
@@ -63,6 +65,9 @@ def upgrade(requirement: str, paths: tuple[str, ...], rules_name: str, from_vers
       vam upgrade vllm==0.14.0 --write .               apply, then report
       vam upgrade vllm==0.14.0 --dist ~/src/vllm --format json .
 
+    NAME must be the distribution the pack (--rules) describes: its steps are versions of
+    it.
+
     Exit status: 0 nothing left for a person, 1 items left (or a file failed), 2 usage or
     configuration error.
     """
@@ -71,8 +76,10 @@ def upgrade(requirement: str, paths: tuple[str, ...], rules_name: str, from_vers
     from migrator.verify_imports import TargetError, load_dist
 
     wanted = opt.requirement(requirement)
+    _pack_describes(requirement, wanted[0], opt.load_rules(rules_name))
     if dist_spec is not None:
         opt.dist_spec(dist_spec, "--dist")
+        _same_distribution(dist_spec, wanted[0])
     try:
         dist = load_dist(dist_spec or requirement)
     except InputError as exc:
@@ -99,7 +106,25 @@ def _same_release(stated: str | None, wanted: str, dist_spec: str | None) -> Non
         return
     if differs:
         raise UsageFailure(f"--dist {dist_spec}: it is version {stated}, not {wanted}; "
-                           "give the DIST of that release, or NAME=={stated}")
+                           f"give the DIST of that release, or NAME=={stated}")
+
+
+def _same_distribution(dist_spec: str, name: str) -> None:
+    """A usage error when DIST states another distribution than NAME (PEP 503 names)."""
+    stated = stated_name(dist_spec)
+    if stated is not None and stated != normalize(name):
+        raise UsageFailure(f"--dist {dist_spec}: it is a release of {stated}, not of "
+                           f"{normalize(name)}; give a DIST of {name}")
+
+
+def _pack_describes(requirement: str, name: str, pack: Pack) -> None:
+    """A usage error when NAME is not the distribution the pack's steps are versions of:
+    its steps would be applied up to a version of another project."""
+    described = distribution_names(pack.packages)
+    if normalize(name) not in described:
+        raise UsageFailure(f"{requirement}: the {pack.name} pack describes "
+                           f"{', '.join(described)}, not {normalize(name)}; give "
+                           f"{described[0]}==VERSION, or --rules for {name}")
 
 
 def _plan(requirement: str, dist_spec: str | None, paths: tuple[str, ...], rules_name: str,

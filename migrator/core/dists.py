@@ -26,6 +26,11 @@ from pathlib import Path
 from migrator.core import gitrev, indexcache
 from migrator.core.sources import InputError, Source, open_release
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
 DEFAULT_INDEX = "https://pypi.org/simple"
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([A-Za-z0-9.!+_-]+)\s*$")
 _TIMEOUT_S = 300
@@ -134,6 +139,48 @@ def index_key(ref: DistRef, source: Source | None = None) -> str:
         return indexcache.file_key(ref.path)
     except OSError as exc:
         raise InputError(f"{ref.path}: cannot read: {exc.strerror or exc}") from None
+
+
+def no_package(label: str, path: Path) -> InputError:
+    """The error for a DIST (`label`, read from `path`) that ships no Python package: a usage
+    error, not a release with nothing in it. A git repository given without `@REV` is read
+    as a folder, which holds no package when it is a bare clone: the message says so."""
+    git = path.is_dir() and ((path / ".git").exists() or (
+        (path / "HEAD").is_file() and (path / "objects").is_dir()))
+    hint = f"; a git repository needs a revision: {label}@REV" if git else ""
+    return InputError(f"{label} ships no Python package{hint}")
+
+
+def stated_name(spec: str) -> str | None:
+    """The distribution DIST `spec` states, normalized (PEP 503): NAME of `NAME==VERSION`, the
+    project in an sdist's or wheel's file name, the `Name` of a tree's PKG-INFO or its
+    pyproject's [project] name; None when it states none (a git revision, a bare folder)."""
+    requirement = parse_requirement(spec)
+    path = Path(spec)
+    if requirement is not None and not path.exists():
+        return normalize(requirement[0])
+    if path.is_file():
+        stem = path.name.removesuffix(".tar.gz").removesuffix(".tgz")
+        project = (stem.rpartition("-")[0] if stem != path.name
+                   else path.name.split("-")[0] if path.suffix == ".whl" else "")
+        return normalize(project) if project else None
+    return _tree_name(path) if path.is_dir() else None
+
+
+def _tree_name(path: Path) -> str | None:
+    try:
+        if (path / "PKG-INFO").is_file():
+            found = re.search(r"^Name:\s*(\S+)", (path / "PKG-INFO").read_text("utf-8", "replace"),
+                              re.M)
+            if found:
+                return normalize(found.group(1))
+        if (path / "pyproject.toml").is_file():
+            name = tomllib.loads((path / "pyproject.toml").read_text("utf-8")).get(
+                "project", {}).get("name")
+            return normalize(name) if isinstance(name, str) else None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
+        return None
+    return None
 
 
 def open_dist(spec: str, index_url: str | None = None, cache: Path | None = None) -> Source:

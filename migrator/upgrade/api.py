@@ -3,7 +3,7 @@
 `verify-api` reports the breaks an import rewrite cannot fix (codes VAPnnn): an override whose
 signature no longer matches the upstream method, a call with a keyword the target no longer
 accepts, an attribute the upstream class no longer defines. The upgrade report files each
-finding under one of the guide's failure patterns (`pattern`).
+finding under one of the guide's failure patterns by its code (`pattern`).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from rules import Pack
 OVERRIDES = "signature changes of overridden methods"
 CALLS = "calls with changed parameters"
 ATTRIBUTES = "moved or removed attributes"
+UNPROCESSED = "files vam could not process"
 
 # verify-api run on some paths, with the baseline version (None: the project's own chain).
 Checker = Callable[[Sequence[str], "str | None"], Any]
@@ -30,18 +31,27 @@ def checker(target: str, pack: Pack, config: Config, guards: tuple[str, ...],
 
     def run(targets: Sequence[str], baseline: str | None) -> ApiResult:
         return verify_api(ApiRequest(tuple(targets), target, pack, config, given_from=baseline,
-                                     exclude=exclude, guards=guards))
+                                     exclude=exclude, guards=guards, from_found=True))
 
     return run
 
 
+# Each VAP code's failure pattern (codes in migrator.verify_api.findings); every other code
+# (VAP001-VAP005, VAP009, VAP100) is about an override or its super() call.
+_CALLS = frozenset({"VAP006", "VAP007"})
+_ATTRIBUTES = frozenset({"VAP008"})
+_UNPARSED = "VAP900"
+
+
 def pattern(finding: Any) -> str:
-    """The failure pattern a verify-api finding belongs to: its `kind` when it says one,
-    else read off its message (`override`/`super()`, `attribute`, else a call)."""
-    kind = str(getattr(finding, "kind", "")).lower()
-    text = f"{kind} {finding.message}".lower()
-    if "overrid" in text or "super()" in text or "signature" in kind:
-        return OVERRIDES
-    if "attribute" in text:
+    """The failure pattern a verify-api finding belongs to, by its code: VAP006/VAP007 a
+    call, VAP008 an attribute, VAP900 a file not parsed, any other (VAP001-VAP005, VAP009,
+    VAP100) an override. Never read off the message, which quotes upstream signatures."""
+    code = str(getattr(finding, "code", ""))
+    if code == _UNPARSED:
+        return UNPROCESSED
+    if code in _CALLS:
+        return CALLS
+    if code in _ATTRIBUTES:
         return ATTRIBUTES
-    return CALLS
+    return OVERRIDES

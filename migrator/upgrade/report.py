@@ -23,7 +23,7 @@ from rules import is_under
 
 MODULES = "module reorganisation: imports that still fail"
 REMOVED = "removed names"
-UNPROCESSED = "files vam could not process"
+UNPROCESSED = api.UNPROCESSED
 GROUPS = (MODULES, api.OVERRIDES, api.CALLS, api.ATTRIBUTES, REMOVED, UNPROCESSED)
 
 
@@ -58,7 +58,11 @@ def left(run: Upgrade) -> list[Item]:
         removed = "removed" in finding.message
         _add(items, finding, REMOVED if removed else MODULES, keep=True)
     for finding in run.after.api or ():
-        _add(items, finding, api.pattern(finding))
+        group = api.pattern(finding)
+        path = os.path.normpath(finding.path)
+        if group == UNPROCESSED and any(k[0] == path and k[2] == group for k in items):
+            continue  # migrate said already that the file could not be processed
+        _add(items, finding, group)
     order = {group: n for n, group in enumerate(GROUPS)}
     return sorted(items.values(), key=lambda i: (order[i.group], i.path, i.line, i.col))
 

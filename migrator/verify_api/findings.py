@@ -6,7 +6,8 @@ override that no longer fits the upstream method (a parameter added, removed, re
 keyword-only), VAP005 a `super()` call the upstream method now rejects, VAP006/VAP007 a call
 of an upstream callable with a keyword or argument count it no longer takes / without a
 parameter it now requires, VAP008 an attribute the upstream class no longer defines; VAP100
-(warning) a method overriding one the upstream class no longer has.
+(warning) a method overriding one the upstream class no longer has; VAP900 a file that
+does not parse (none of its uses checked).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ MISSING_ARGUMENT = "VAP007"
 MISSING_ATTRIBUTE = "VAP008"
 ABSTRACT_ADDED = "VAP009"
 OVERRIDES_NOTHING = "VAP100"
+UNPARSED = "VAP900"
 
 SEVERITY = codes.levels("VAP")
 CODE_TITLES = codes.titles("VAP")

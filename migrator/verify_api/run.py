@@ -5,6 +5,7 @@ pack's default; it is opened as a DIST (`NAME==VERSION` is fetched into the sdis
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import os
@@ -19,7 +20,7 @@ from migrator.core.baseline import CONFIG, FLAG, PACK, find_baseline
 from migrator.core.collector import collector_paused
 from migrator.core.config import Config
 from migrator.core.discover import iter_files
-from migrator.core.dists import resolve
+from migrator.core.dists import no_package, resolve, stated_name
 from migrator.core.guards import decide
 from migrator.core.modname import ModuleNamer
 from migrator.core.pins import distribution_names
@@ -28,7 +29,7 @@ from migrator.core.sources import InputError
 from migrator.core.walk import read_regular
 from migrator.verify_api import factcache
 from migrator.verify_api.check import Checker
-from migrator.verify_api.findings import ApiFinding
+from migrator.verify_api.findings import UNPARSED, ApiFinding
 from migrator.verify_api.project import FileFacts, Live, read_file
 from migrator.verify_api.upstream import Upstream
 from rules import Pack, RulesError, version_key
@@ -69,6 +70,14 @@ class ApiRequest:
     exclude: tuple[str, ...] = ()
     guards: tuple[str, ...] = DEFAULT_VERSION_GUARDS
     cache: bool = True
+    # `given_from` was found by the caller (a pin, the installed release), not typed: when it
+    # cannot be opened the run goes on without a baseline, as for one found here.
+    from_found: bool = False
+
+    @property
+    def typed_from(self) -> str | None:
+        """`--from` as the user typed it, else None: one that cannot be opened is an error."""
+        return None if self.from_found else self.given_from
 
 
 def verify_api(request: ApiRequest) -> ApiResult:
@@ -83,8 +92,11 @@ def verify_api(request: ApiRequest) -> ApiResult:
 def _verify(request: ApiRequest) -> ApiResult:
     started = time.perf_counter()
     notes: list[str] = []
+    _same_distribution(request)
     ref = resolve(request.target)
     probe = Upstream.load(ref, frozenset(request.upstream), request.cache)
+    if not probe.shipped:
+        raise no_package(ref.label, ref.path)
     packages = _packages(request, probe, notes)
     target = dataclasses.replace(probe, packages=packages)
     baseline = _baseline(request, packages, target, notes)
@@ -92,15 +104,16 @@ def _verify(request: ApiRequest) -> ApiResult:
     entry = factcache.key(str(Path.cwd()), *request.paths, *sorted(packages),
                           target.version or target.label, *request.guards) if request.cache \
         else ""
-    facts = collect(request.paths, request.exclude, packages, live, entry)
+    unparsed: list[ApiFinding] = []
+    facts = collect(request.paths, request.exclude, packages, live, entry, unparsed)
     classes = {c.qual: c for f in facts for c in f.classes}
     checker = Checker(target, baseline, classes, facts)
-    found = sorted({finding for f in facts for finding in checker.file(f)})
+    found = sorted({finding for f in facts for finding in checker.file(f)} | set(unparsed))
     parsed = target.parsed + (baseline.parsed if baseline else 0)
     target.save()
     if baseline is not None:
         baseline.save()
-    return ApiResult(found, len(facts), time.perf_counter() - started, target.label,
+    return ApiResult(found, len(facts) + len(unparsed), time.perf_counter() - started, target.label,
                      baseline.label if baseline else None, notes, parsed)
 
 
@@ -126,9 +139,15 @@ def _baseline(request: ApiRequest, packages: frozenset[str], target: Upstream,
         notes.append(f"vam: no baseline release ({where}): uses are compared against "
                      f"{target.label} alone")
         return None
+    typed = request.typed_from
     try:
-        found = Upstream.load(resolve(spec), packages, request.cache)
+        ref = resolve(spec)
+        found = Upstream.load(ref, packages, request.cache)
+        if typed and not found.shipped:
+            raise no_package(ref.label, ref.path)
     except InputError as exc:
+        if typed:
+            raise InputError(_unusable(typed, spec, exc)) from None
         notes.append(f"vam: cannot open the baseline {spec} ({exc}): uses are compared "
                      f"against {target.label} alone")
         return None
@@ -136,8 +155,30 @@ def _baseline(request: ApiRequest, packages: frozenset[str], target: Upstream,
     return found
 
 
+def _unusable(typed: str, spec: str, exc: InputError) -> str:
+    """Why the baseline the user typed (`--from typed`, opened as `spec`) is refused."""
+    if _is_version(typed):
+        return f"--from {typed}: cannot open {spec}: {exc}"
+    if "==" in typed or "@" in typed or Path(typed).exists():
+        return f"--from {typed}: {exc}"
+    return f"--from {typed}: neither a version nor a DIST ({exc})"
+
+
+def _same_distribution(request: ApiRequest) -> None:
+    """A typed `--from` that states another distribution than the target (both known) is
+    refused: the comparison would be between two different projects."""
+    typed = request.typed_from
+    if not typed or _is_version(typed):
+        return
+    baseline, target = stated_name(typed), stated_name(request.target)
+    if baseline and target and baseline != target:
+        raise InputError(f"--from {typed} is a release of {baseline}, not of {target} "
+                         f"(--against {request.target}): give a release of {target}")
+
+
 def _baseline_spec(request: ApiRequest, packages: frozenset[str]) -> tuple[str | None, str]:
-    """(the baseline DIST, where it came from) for the upstream `packages`."""
+    """(the baseline DIST, where it came from) for the upstream `packages`.
+"""
     names = distribution_names(tuple(sorted(packages)))
     given = request.given_from
     if given and not _is_version(given):
@@ -169,9 +210,11 @@ def _is_version(text: str) -> bool:
 
 
 def collect(paths: Sequence[str], exclude: Sequence[str], packages: frozenset[str],
-            live: Live | None = None, cache_key: str = "") -> list[FileFacts]:
-    """The facts of every Python file below `paths` (files that do not parse are left out);
-    with `cache_key`, those of unchanged files come from `factcache`.
+            live: Live | None = None, cache_key: str = "",
+            unparsed: list[ApiFinding] | None = None) -> list[FileFacts]:
+    """The facts of every Python file below `paths`; a file that does not parse is left
+    out, and a VAP900 finding for it added to `unparsed` (when given). With `cache_key`,
+    the facts of unchanged files come from `factcache`.
 
     Raises FileNotFoundError for a path that does not exist."""
     namer = ModuleNamer()
@@ -197,9 +240,24 @@ def collect(paths: Sequence[str], exclude: Sequence[str], packages: frozenset[st
         if facts is not None:
             out.append(facts)
             kept[shown] = [sha, module, is_init, factcache.encode(facts)]
+        elif unparsed is not None:
+            unparsed.append(_unparsed(data, shown))
     if cache_key and kept != stored:
         factcache.store(cache_key, kept)
     return out
+
+
+def _unparsed(data: bytes, shown: str) -> ApiFinding:
+    """The VAP900 finding of a file that does not parse, at the error's position."""
+    try:
+        ast.parse(data)
+    except SyntaxError as exc:
+        return ApiFinding(shown, exc.lineno or 0, exc.offset or 0, UNPARSED,
+                          f"{shown} could not be parsed ({exc.msg}): its uses were not checked")
+    except ValueError as exc:
+        return ApiFinding(shown, 0, 0, UNPARSED,
+                          f"{shown} could not be parsed ({exc}): its uses were not checked")
+    return ApiFinding(shown, 0, 0, UNPARSED, f"{shown} could not be parsed")
 
 
 def _cached(row: Any, sha: str, module: str, is_init: bool, shown: str) -> FileFacts | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from migrator.core import indexcache
-from migrator.core.dists import DistRef, index_key, open_ref, resolve
+from migrator.core.dists import DistRef, index_key, no_package, open_ref, resolve
 from migrator.core.guards import dead_lines, dead_spans, within
 from migrator.core.settings import DEFAULT_VERSION_GUARDS
 from migrator.core.sources import Source, open_release
@@ -102,8 +102,16 @@ def load_dist(spec: str, index_url: str | None = None, cache: bool = True) -> Di
     commit: on a hit, never opened; a source tree is read, keyed by the sha256 of its files,
     and parsed only on a miss. A hit gives the same findings as a miss.
 
-    Raises migrator.core.sources.InputError (DistError) when it cannot be read or fetched."""
+    Raises migrator.core.sources.InputError (DistError) when it cannot be read or fetched,
+    or ships no Python package."""
     ref = resolve(spec, index_url)
+    dist = _indexed(ref, cache)
+    if not dist.packages:
+        raise no_package(ref.label, ref.path)
+    return dist
+
+
+def _indexed(ref: DistRef, cache: bool) -> Dist:
     source = _open(ref) if ref.is_tree else None
     base = source.root if source is not None and source.root else Path(ref.label)
     key = index_key(ref, source) if cache else ""

@@ -419,3 +419,32 @@ def test_s4_type_checking_imports_are_rewritten(pack: rules.Pack) -> None:
             from vllm_ascend.distributed.kv_transfer.kv_pool.ascend_store.config_data import ReqMeta
             from vllm_ascend.distributed.device_communicators import npu_communicator as communicator
         """)
+
+
+def test_validate_against_checks_the_step_of_news_version_and_lists_every_error(
+        tmp_path: Path) -> None:
+    """`--against OLD NEW` with no --step checks the step of NEW's stated version, not the
+    latest one; errors name each DIST as typed (never the temp folder an sdist is unpacked
+    to) and every one is listed, one per line."""
+    old = _sdist(tmp_path / "pkg-1.0.tar.gz", {"pkg/__init__.py": "", "pkg/a.py": "X = 1\n"},
+                 "1.0")
+    new = _sdist(tmp_path / "pkg-2.0.tar.gz", {"pkg/__init__.py": "", "pkg/b.py": "X = 1\n"},
+                 "2.0")
+    steps = ('[pack]\nname = "t"\n\n[[step]]\nversion = "2.0"\n'
+             '[[step.symbol]]\nold = "pkg.a.X"\nnew = "pkg.b.X"\n'
+             '[[step]]\nversion = "3.0"\n'
+             '[[step.symbol]]\nold = "pkg.b.Y"\nnew = "pkg.c.Y"\n'
+             '[[step.symbol]]\nold = "pkg.b.Z"\nnew = "pkg.c.Z"\n'
+             '[[step.removed]]\nold = "pkg.b.W"\nhint = "gone"\n')
+    path = tmp_path / "two.toml"
+    path.write_text(steps)
+    result = vam("rules", "validate", str(path), "--against", str(old), str(new))
+    assert result.returncode == 0, result.stderr
+    latest = vam("rules", "validate", str(path), "--step", "3.0", "--against", str(old),
+                 str(new))
+    assert latest.returncode == 2
+    lines = latest.stderr.splitlines()
+    assert lines[0] == f"vam: error: 5 rows do not match {old} / {new}:"
+    assert len(lines) == 6 and "more" not in latest.stderr
+    assert lines[1].endswith(f"symbol[0] (pkg.b.Y): old module 'pkg.b' defines no 'Y' in {old}")
+    assert all(line.endswith((f" in {old}", f" in {new}")) for line in lines[1:])

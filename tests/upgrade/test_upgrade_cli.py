@@ -282,3 +282,67 @@ def test_a_file_in_a_package_is_named_by_its_package(project: Path, target: str)
     assert code == 1, err
     assert ("plugin/sub/a.py:8:5: VAP001 plugin.sub.a.Mine.forward overrides "
             "vllm.keep.Base.forward(x, *, scale)") in out, out
+
+
+@pytest.mark.parametrize(("code", "message", "group"), [
+    ("VAP006", "LLM.generate(...) passes keyword 'override_generation_config', not taken at "
+               "0.21.0: vllm.LLM.generate(prompts, sampling_params, *, "
+               "override_generation_config_signature)", "calls with changed parameters"),
+    ("VAP005", "super().forward(...) passes keyword 'scale', not taken at 2.0.0: "
+               "vllm.keep.Base.forward(x)", "signature changes of overridden methods"),
+    ("VAP007", "Sampler(...) leaves out overrides, required at 2.0.0: "
+               "vllm.sample.Sampler(overrides)", "calls with changed parameters"),
+    ("VAP008", "'override_pooler_config' is not an attribute of vllm.config.ModelConfig at "
+               "2.0.0 (defined at 1.0.0)", "moved or removed attributes"),
+    ("VAP001", "plugin.a.Mine.forward overrides vllm.keep.Base.forward(x, *, scale)",
+     "signature changes of overridden methods"),
+    ("VAP009", "plugin.a.Mine lacks vllm.keep.Base.run, abstract at 2.0.0",
+     "signature changes of overridden methods"),
+    ("VAP900", "plugin/a.py could not be parsed (invalid syntax): its uses were not checked",
+     "files vam could not process"),
+    ("VAP100", "plugin.a.Mine.old overrides vllm.keep.Base.old, gone at 2.0.0",
+     "signature changes of overridden methods"),
+])
+def test_verify_api_findings_are_filed_by_code_not_by_message(
+        code: str, message: str, group: str) -> None:
+    """Filed by code: a call or an attribute whose message says `override...` is no
+    override, a super() call is one."""
+    from migrator.upgrade.api import pattern
+    from migrator.verify_api.findings import ApiFinding
+
+    assert pattern(ApiFinding("plugin/a.py", 3, 5, code, message)) == group
+
+
+@pytest.mark.parametrize(("requirement", "dist", "message"), [
+    # A release of another distribution: its version matches, its name does not.
+    ("vllm==2.0.0", "vllm_ascend-2.0.0.tar.gz",
+     "it is a release of vllm-ascend, not of vllm"),
+    ("vllm==2.0.0", "empty", "empty ships no Python package"),
+    # NAME is not the distribution the pack's steps are versions of.
+    ("vllm_ascend==2.0.0", "vllm2",
+     "vllm_ascend==2.0.0: the fakevllm pack describes vllm, not vllm-ascend"),
+])
+def test_a_dist_or_name_of_another_distribution_is_refused(
+        project: Path, requirement: str, dist: str, message: str) -> None:
+    write(project / "proj", CLEAN)
+    (project / "empty").mkdir()
+    with tarfile.open(project / "vllm_ascend-2.0.0.tar.gz", "w:gz") as tar:
+        tar.add(project / "vllm2", arcname="vllm_ascend-2.0.0")
+    result = CliRunner().invoke(main, ["upgrade", requirement, "--rules",
+                                       str(project / "pack.toml"), "--dist",
+                                       str(project / dist), str(project / "proj")])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("vam: error: ") and message in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_a_name_the_bundled_pack_does_not_describe_is_refused(project: Path) -> None:
+    """`vam upgrade vllm==0.21.0 --rules vllm_ascend` would apply vllm-ascend's steps up to
+    a vLLM version: refused, naming both, before anything is fetched."""
+    write(project / "proj", CLEAN)
+    result = CliRunner().invoke(main, ["upgrade", "vllm==0.21.0", "--rules", "vllm_ascend",
+                                       str(project / "proj")])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == ("vam: error: vllm==0.21.0: the vllm_ascend pack describes "
+                             "vllm-ascend, not vllm; give vllm-ascend==VERSION, or --rules "
+                             "for vllm\n")

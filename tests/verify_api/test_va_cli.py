@@ -146,3 +146,60 @@ def test_the_baseline_is_the_projects_pin_fetched_as_a_dist(
     first = unreachable.stderr.splitlines()[0]
     assert first.startswith("vam: cannot open the baseline vllm==0.29.0 (")
     assert first.endswith("): uses are compared against new alone")
+
+
+def test_a_target_that_ships_no_package_is_a_usage_error(project: Path) -> None:
+    """An empty folder used to be checked as a release: no upstream packages, 0 errors."""
+    (project / "empty").mkdir()
+    result = invoke("--against", "empty", "plugin")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == "vam: error: empty ships no Python package\n"
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ("banana", "vam: error: --from banana: neither a version nor a DIST (banana: no such "
+               "file or directory)"),
+    ("0.99.0", "vam: error: --from 0.99.0: cannot open vllm==0.99.0: "),
+    ("vllm==0.99.0", "vam: error: --from vllm==0.99.0: "),
+])
+def test_a_typed_baseline_that_cannot_be_opened_is_a_usage_error(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: str,
+        message: str) -> None:
+    """It used to fall back to "no baseline" with a note, exit 0 on clean code: the user
+    asked for a comparison that never happened. (A pin that cannot be opened still falls
+    back: see test_the_baseline_is_the_projects_pin_fetched_as_a_dist.)"""
+    monkeypatch.setenv("VAM_SDIST_CACHE", str(tmp_path / "no-sdists"))
+    monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "no-index").as_uri())
+    result = invoke("--against", "new", "--from", given, "--upstream", "vllm", "plugin")
+    assert (result.exit_code, result.stdout) == (2, ""), result.output
+    assert result.stderr.startswith(message), result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_a_baseline_of_another_distribution_is_a_usage_error(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--against vllm==X --from vllm_ascend==Y` compared two projects: refused before
+    anything is fetched."""
+    import migrator.verify_api.run as run
+
+    def never(*_: object, **__: object) -> None:
+        raise AssertionError("fetched")
+
+    monkeypatch.setattr(run, "resolve", never)
+    result = invoke("--against", "vllm==0.21.0", "--from", "vllm_ascend==0.13.0", "plugin")
+    assert result.exit_code == 2, result.output
+    assert result.stderr == ("vam: error: --from vllm_ascend==0.13.0 is a release of "
+                             "vllm-ascend, not of vllm (--against vllm==0.21.0): give a "
+                             "release of vllm\n")
+
+
+def test_a_file_that_does_not_parse_is_reported(project: Path) -> None:
+    """It used to be left out in silence (`0 files scanned`, exit 0)."""
+    write(project, {"broken/__init__.py": "from vllm.utils import make_table\n",
+                    "broken/bad.py": "def f(:\n    pass\n"})
+    result = invoke("--against", "new", "--from", "old", "--upstream", "vllm", "broken")
+    assert result.exit_code == 1, result.output
+    assert result.stdout.splitlines() == [
+        "broken/bad.py:1:7: VAP900 broken/bad.py could not be parsed (invalid syntax): its "
+        "uses were not checked"]
+    assert "2 files scanned" in result.stderr

@@ -276,3 +276,27 @@ def test_dist_from_source_registers_namespace_folders() -> None:
                      "x.ns.deep.mod": "source"}
     assert dist.project.modules["x.ns"].path == Path("x==1/x/ns")
     assert dist.problems("x.ns.deep.mod.A") == []
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    ("empty", "ships no Python package"),
+    ("bare", "ships no Python package; a git repository needs a revision: "),
+])
+def test_a_dist_that_ships_no_package_is_a_usage_error(
+        tree: Tree, tmp_path: Path, make: str, message: str) -> None:
+    """An empty folder, or a bare git clone given without @REV, used to pass: nothing in
+    the project imported from a release that held nothing."""
+    import subprocess
+
+    tree({"plugin/__init__.py": "from lib.utils import get_port\n"})
+    dist = tmp_path / make
+    if make == "bare":
+        subprocess.run(["git", "init", "-q", "--bare", str(dist)], check=True)
+    else:
+        dist.mkdir()
+    result = CliRunner().invoke(main, ["verify-imports", "--against", str(dist), "plugin"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"vam: error: {dist} {message}"), result.stderr
+    if make == "bare":
+        assert result.stderr.rstrip().endswith(f"{dist}@REV")
+    assert len(result.stderr.splitlines()) == 1

@@ -2,8 +2,8 @@
 
 Constants naming them are in `migrator.verify_api.findings`. VAP0xx: errors (a use of the
 upstream package that worked at the baseline release and fails at the target); VAP1xx:
-warnings. Names an import takes that are gone at the target are `vam verify-imports
---against`'s (VAI001/VAI002), not repeated here.
+warnings; VAP900: a file that could not be read as Python. Names an import takes that
+are gone at the target are `vam verify-imports --against`'s (VAI001/VAI002), not repeated here.
 """
 
 from __future__ import annotations
@@ -135,5 +135,14 @@ VAP_CODES: tuple[Code, ...] = (
                "base) is the project's own API and is not reported."),
         why="Nothing calls the override any more: its behaviour silently stops applying.",
         fix="Override the method that replaced it, or delete the override.",
+    ),
+    Code(
+        "VAP900", ERROR, "file could not be parsed",
+        means=("A Python file below the paths given is not valid Python (or cannot be "
+               "decoded), so none of its uses of the upstream package were checked."),
+        why=("Importing the module raises SyntaxError; and a check that skipped it would "
+             "pass without having read it."),
+        fix=("Fix the syntax error at the position the message gives, or exclude the file "
+             "(--exclude, [tool.vam] exclude) when it is not meant to be Python."),
     ),
 )
