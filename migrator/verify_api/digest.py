@@ -127,7 +127,9 @@ class _Scope:
         return (self.dotted(found) or "") if found is not None else ""
 
     def _class(self, node: ast.ClassDef) -> dict[str, Any]:
-        bases = [self.dotted(b) or "?" for b in node.bases]
+        # `Base[T]` derives from Base.
+        bases = [self.dotted(b.value if isinstance(b, ast.Subscript) else b) or "?"
+                 for b in node.bases]
         methods: dict[str, Any] = {}
         attrs: set[str] = set()
         types: dict[str, str] = {}

@@ -182,8 +182,9 @@ class _Reader:
                 self.uses_in(node, scope, env, cls)
 
     def klass(self, node: ast.ClassDef, qual: str) -> None:
+        spelled = [b.value if isinstance(b, ast.Subscript) else b for b in node.bases]
         cls = ProjectClass(qual, self.facts.path, node.lineno,
-                           [self.dotted(b) for b in node.bases if self.dotted(b)])
+                           [d for b in spelled if (d := self.dotted(b))])
         self.facts.classes.append(cls)
         for item in node.body:
             if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):

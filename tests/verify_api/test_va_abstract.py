@@ -119,3 +119,22 @@ def test_an_attribute_of_a_class_built_on_a_generated_base_is_not_judged(tree: T
             return a, b
     """})
     assert found == [("plugin/use.py", 5, "VAP008", "vllm.mod.Other.x")]
+
+
+def test_a_generic_base_is_followed_to_its_class(tree: Tree) -> None:
+    # vLLM 0.16.0: `class MLAAttentionImpl(AttentionImplBase[T], Generic[T])`, the ABC two
+    # subscripted bases up; vllm-ascend's `AscendMLAImpl(MLAAttentionImpl[M])` likewise.
+    generic = NEW.replace("from abc import ABC, abstractmethod",
+                          "from abc import ABC, abstractmethod\n    from typing import Generic, "
+                          "TypeVar\n    T = TypeVar('T')").replace(
+        "class AttentionImpl(ABC):", "class AttentionImpl(ABC, Generic[T]):").replace(
+        "class MLAAttentionImpl(AttentionImpl):", "class MLAAttentionImpl(AttentionImpl[T]):")
+    found = _check(tree, OLD, generic, {"plugin/mla.py": """
+        from vllm.mod import MLAAttentionImpl
+
+        class AscendMLAImpl(MLAAttentionImpl[int]):
+            def forward(self, q):
+                return q
+    """})
+    assert [f[2:] for f in found] == [("VAP009", "vllm.mod.MLAAttentionImpl.forward_mha"),
+                                      ("VAP009", "vllm.mod.MLAAttentionImpl.forward_mqa")]
