@@ -10,11 +10,14 @@ input order, so output is deterministic whatever `jobs` is.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from migrator.core import findings as F
 from migrator.core.discover import SourceFile
@@ -35,6 +38,9 @@ _CHUNK = 16
 _SCREEN_IN_POOL = 1024
 _SCREEN_CHUNK = 64
 _PR_SET_PDEATHSIG = 1  # prctl(2)
+# On Ctrl-C: how long the workers get to finish the file in hand, then to die of SIGTERM.
+_STOP_GRACE_S = 5.0
+_KILL_GRACE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class Job:
 
 _engine: Chain | None = None
 _job: Job | None = None
+_stopping: Any = None  # a worker's view of the parent's stop flag (a shared byte)
 
 
 def _init(job: Job) -> None:
@@ -59,12 +66,16 @@ def _init(job: Job) -> None:
     _engine = Chain(job.lanes, job.options, stream=not job.keep_new)
 
 
-def _init_worker(job: Job) -> None:
+def _init_worker(job: Job, stopping: Any) -> None:
     """A pool worker: build the engine, and die with the parent (a killed `vam` must not
-    leave workers that go on writing files)."""
+    leave workers that go on writing files). Ctrl-C is the parent's business: a worker
+    that died of it mid-queue-operation would leave the pool locked and the parent waiting
+    on it for ever; the parent stops the workers itself (`_stop`)."""
+    global _stopping
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _stopping = stopping
     if sys.platform.startswith("linux"):
         import ctypes
-        import signal
 
         try:
             libc = ctypes.CDLL(None, use_errno=True)
@@ -82,6 +93,8 @@ def _work(
 ) -> FileResult:
     assert _engine is not None and _job is not None
     source, data = item
+    if _stopping is not None and _stopping.value:  # interrupted: the parent wants no more
+        return FileResult(str(source.path))
     try:
         result = _engine.process(source, data, screened)
     except Exception as exc:  # a bug in vam must not stop the run or touch the file
@@ -170,21 +183,65 @@ def run(
 
 def _screen_and_work(source: SourceFile) -> FileResult:
     assert _engine is not None
+    if _stopping is not None and _stopping.value:
+        return FileResult(str(source.path))
     data = _engine.screen(source)
     if data is None:
         return FileResult(str(source.path))
     return _work((source, data), screened=True)
 
 
-def _pool(job: Job, workers: int) -> ProcessPoolExecutor:
+@contextmanager
+def _pool(job: Job, workers: int) -> Iterator[ProcessPoolExecutor]:
+    """A pool of `workers` processes; shut down in order when the run ends, stopped within
+    a bound when it does not (Ctrl-C, an error): `_stop`."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(method)
-    return ProcessPoolExecutor(
-        workers, mp_context=context, initializer=_init_worker, initargs=(job,)
+    stopping = context.RawValue("b", 0)  # no lock: a worker only reads it
+    pool = ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_init_worker, initargs=(job, stopping)
     )
+    try:
+        yield pool
+    except BaseException:
+        _stop(pool, stopping)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _stop(pool: ProcessPoolExecutor, stopping: Any) -> None:
+    """Stop the workers, every wait bounded: pending chunks are cancelled, the queued ones
+    skipped (each worker finishes the file in hand, whose write is atomic), then a worker
+    still there is terminated, then killed. A second Ctrl-C meanwhile is ignored."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    previous = _ignore_sigint()
+    try:
+        stopping.value = 1
+        pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + _STOP_GRACE_S
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        for end in ("terminate", "kill"):
+            alive = [p for p in processes if p.is_alive()]
+            for process in alive:
+                getattr(process, end)()
+            for process in alive:
+                process.join(_KILL_GRACE_S)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _ignore_sigint() -> Any:
+    """Ignore SIGINT in this process (main thread only); the handler it had, or None."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def run_bytes(source: SourceFile, data: bytes, job: Job) -> FileResult:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,8 +28,6 @@ from migrator.rewrite.runner import Job, default_jobs, run
 from migrator.upgrade import api, lines
 from migrator.upgrade.lanes import live_only
 from migrator.verify_imports import Dist, verify_against
-
-_COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", ".venv", "node_modules")
 
 
 @dataclass
@@ -116,8 +115,8 @@ def upgrade(plan: UpgradePlan, dist: Dist, version: str, *, write: bool, style: 
         ahead = lines.maps(results, ahead=True)
         before, results = _moved(before, ahead), lines.forward(results, ahead)
     else:
-        after = check_copy(dist, plan.targets, results, version, helpers, plan.baseline,
-                           plan.api)
+        after = check_copy(dist, plan.targets, plan.sources, results, version, helpers,
+                           plan.baseline, plan.api)
         after = _moved(after, lines.maps(results, ahead=False))
     notes = [note] if note else []
     if before.api is None:
@@ -142,18 +141,22 @@ def check(dist: Dist, targets: Sequence[str], version: str, helpers: tuple[str, 
                  None if found is None else live_only(found, helpers, version, root))
 
 
-def check_copy(dist: Dist, targets: Sequence[Path], results: list[FileResult], version: str,
-               helpers: tuple[str, ...], baseline: str | None,
-               run_api: api.Checker | None = None) -> Check:
+def check_copy(dist: Dist, targets: Sequence[Path], sources: Sequence[SourceFile],
+               results: list[FileResult], version: str, helpers: tuple[str, ...],
+               baseline: str | None, run_api: api.Checker | None = None) -> Check:
     """`check` on a copy of `targets` with the migrated bytes laid over it; findings name
-    the original files."""
+    the original files. The copy holds the files migrate read (`sources`: the targets less
+    excludes and `.gitignore`d paths; regular files only) and the `__init__.py` of the
+    package folders above them, nothing else: no data file, no FIFO."""
     cwd = Path.cwd()
     with tempfile.TemporaryDirectory(prefix="vam-upgrade-") as folder:
         top = Path(folder)
-        copies = []
-        for target in targets:
-            real = target.resolve()
-            copies.append(str(_copy(top, real)))
+        copies = [str(_mirror(top, target.resolve())) for target in targets]
+        for path in _to_copy(targets, sources):
+            _copy(top, path)
+        for copy in copies:  # a target with nothing to check is still a folder to check
+            if not Path(copy).exists():
+                Path(copy).mkdir(parents=True)
         for result in results:
             if result.new is not None and result.edits is None:
                 _mirror(top, Path(result.path).resolve()).write_bytes(result.new)
@@ -163,21 +166,31 @@ def check_copy(dist: Dist, targets: Sequence[Path], results: list[FileResult], v
                  None if found.api is None else [back(f) for f in found.api])
 
 
-def _copy(top: Path, real: Path) -> Path:
-    """Copy the target `real` (a file or a folder) below `top`, with the `__init__.py` of the
-    package folders above it: a file of `pkg/sub/` keeps its name `pkg.sub.file` there."""
+def _to_copy(targets: Sequence[Path], sources: Sequence[SourceFile]) -> list[Path]:
+    """The real paths of the files the copy holds: each source, and the `__init__.py` of
+    each package folder above a target or a source (a file of `pkg/sub/` keeps its name
+    `pkg.sub.file` in the copy)."""
+    files = dict.fromkeys(s.path.resolve() for s in sources)
+    folders: set[Path] = set()
+    for path in [t.resolve() for t in targets] + list(files):
+        if path.parent in folders:
+            continue
+        folders.add(path.parent)
+        files.update(dict.fromkeys(package_inits(path)))
+    return list(files)
+
+
+def _copy(top: Path, real: Path) -> None:
+    """Copy the file `real` below `top`, if it is a regular file (a FIFO is never opened)."""
+    try:
+        if not stat.S_ISREG(real.stat().st_mode):
+            return
+    except OSError:
+        return
     copy = _mirror(top, real)
-    for init in package_inits(real):
-        mirrored = _mirror(top, init)
-        if not mirrored.exists():
-            mirrored.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(init, mirrored)
-    if real.is_dir():
-        shutil.copytree(real, copy, ignore=_COPY_IGNORE, symlinks=True, dirs_exist_ok=True)
-    else:
+    if not copy.exists():
         copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(real, copy)
-    return copy
 
 
 def _is_instance(finding: Any) -> bool:

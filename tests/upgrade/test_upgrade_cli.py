@@ -4,6 +4,7 @@ of what is left for a person, on a small plugin against a two-version `vllm` giv
 from __future__ import annotations
 
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -346,3 +347,57 @@ def test_a_name_the_bundled_pack_does_not_describe_is_refused(project: Path) -> 
     assert result.stderr == ("vam: error: vllm==0.21.0: the vllm_ascend pack describes "
                              "vllm-ascend, not vllm; give vllm-ascend==VERSION, or --rules "
                              "for vllm\n")
+
+
+def _copied(monkeypatch: pytest.MonkeyPatch) -> list[set[str]]:
+    """Records the files of each copy the check after the migration reads (paths below the
+    copy's top folder)."""
+    from migrator.upgrade import run as upgrade_run
+
+    seen: list[set[str]] = []
+    real_check = upgrade_run.check
+
+    def check(*args: object, **kwargs: object) -> object:
+        root = Path(str(args[5]))
+        if root.name.startswith("vam-upgrade-"):
+            seen.append({str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()})
+        return real_check(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(upgrade_run, "check", check)
+    return seen
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_fifo_in_the_tree_is_neither_opened_nor_copied(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(project / "proj", PLUGIN)
+    os.mkfifo(project / "proj/plugin/fifo.py")
+    seen = _copied(monkeypatch)
+    code, out, err = _run(project, PLUGIN)
+    assert code == 1, (out, err)
+    assert "Traceback" not in err and "after: 2 import(s) fail" in out, (out, err)
+    assert len(seen) == 1 and not any(p.endswith("fifo.py") for p in seen[0]), seen
+
+
+def test_the_copy_holds_only_the_files_migrate_reads(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --write the checks read a copy: of the files migrate selects (less --exclude
+    and .gitignore'd paths) and the package `__init__.py` files above them, nothing more."""
+    files = {**PLUGIN, "plugin/.gitignore": "big.bin\n", "plugin/ignored.py": "import os\n",
+             "plugin/excluded.py": "import os\n"}
+    files["plugin/.gitignore"] = "big.bin\nignored.py\n"
+    write(project / "proj", files)
+    (project / "proj/plugin/big.bin").write_bytes(b"\0" * (4 << 20))
+    (project / "proj/plugin/data").mkdir()
+    (project / "proj/plugin/data/huge.bin").write_bytes(b"\0" * (4 << 20))
+    seen = _copied(monkeypatch)
+    code, out, err = _run(project, files, "--exclude", "excluded.py",
+                          "--exclude", "data", targets=("plugin/a.py", "plugin"))
+    assert code == 1, (out, err)
+    assert "after: 2 import(s) fail" in out, out
+    assert len(seen) == 1, seen
+    names = {Path(p).name for p in seen[0]}
+    assert {"a.py", "__init__.py", "utils.py"} <= names, names
+    assert not names & {"big.bin", "huge.bin", "ignored.py", "excluded.py"}, names

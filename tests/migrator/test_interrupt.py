@@ -1,0 +1,110 @@
+"""Ctrl-C stops a `vam migrate -j 2` run promptly with exit 130, every time.
+
+A terminal's Ctrl-C sends SIGINT to the whole foreground process group: the parent and its
+worker processes alike. A worker that died of it mid-queue-operation used to leave the pool
+locked, and the parent then waited on it forever after printing "vam: interrupted". The test
+sends SIGINT to the run's process group mid-run, several times over, and asks that each run
+ends within a bound, with 130, and that every file is either untouched or fully migrated
+(and parses), with no temporary file of the tool left behind.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.polling import wait_until
+
+OLD_HEAD = "from vllm_ascend.distributed.mooncake_connector import MooncakeConnector\n"
+NEW_HEAD = (
+    "from vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector import MooncakeConnector\n"
+)
+FOLDERS = 8
+FILES_PER_FOLDER = 250  # 2000 files: the workers read and screen them too
+LOOPS = 5
+BOUND_S = 15.0
+
+
+def _make_tree(root: Path, folders: int) -> dict[Path, tuple[bytes, bytes]]:
+    files: dict[Path, tuple[bytes, bytes]] = {}
+    for folder in range(folders):
+        for index in range(FILES_PER_FOLDER):
+            path = root / f"pkg{folder:03d}" / f"mod{index:04d}.py"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            body = "".join(f"\n\ndef f{k}(x):\n    return x + {k}\n" for k in range(10 + index % 40))
+            old, new = (OLD_HEAD + body).encode(), (NEW_HEAD + body).encode()
+            path.write_bytes(old)
+            files[path] = (old, new)
+    return files
+
+
+def _some_changed(probes: list[Path], files: dict[Path, tuple[bytes, bytes]]) -> bool:
+    return any(path.read_bytes() != files[path][0] for path in probes)
+
+
+def _interrupt_mid_run(root: Path, files: dict[Path, tuple[bytes, bytes]], delay: float
+                       ) -> tuple[int | None, float, str]:
+    """Start `vam migrate -j 2`, send SIGINT `delay` seconds after it began writing, and
+    give (exit status or None if it hung, seconds, stderr)."""
+    probes = sorted(files)[:: max(1, len(files) // 64)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "migrator", "migrate", "--quiet", "--jobs", "2", str(root)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )
+    try:
+        wait_until(lambda: process.poll() is not None or _some_changed(probes, files), 120,
+                   "the run writing", interval_s=0.01)
+        time.sleep(delay)
+        # As `timeout -s INT` does: the run, then its whole process group (as a terminal's
+        # Ctrl-C), so the parent gets SIGINT twice and each worker once.
+        os.kill(process.pid, signal.SIGINT)
+        os.killpg(process.pid, signal.SIGINT)
+        sent = time.monotonic()
+        try:
+            _, err = process.communicate(timeout=BOUND_S)
+            return process.returncode, time.monotonic() - sent, err.decode()
+        except subprocess.TimeoutExpired:
+            return None, time.monotonic() - sent, ""
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+        # No worker outlives the run (each dies with its parent, or the parent ended them).
+        wait_until(lambda: not _group_alive(process.pid), 10, "the workers gone")
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _assert_whole(root: Path, files: dict[Path, tuple[bytes, bytes]]) -> None:
+    for path, (old, new) in files.items():
+        data = path.read_bytes()
+        assert data in (old, new), f"{path} is neither the old nor the new file"
+        ast.parse(data)
+    on_disk = {p for p in root.rglob("*") if p.is_file()}
+    assert on_disk == set(files), sorted(on_disk - set(files))[:5]
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="process groups are POSIX")
+def test_ctrl_c_with_two_jobs_exits_130_promptly(tmp_path: Path) -> None:
+    for loop in range(LOOPS):
+        root = tmp_path / f"loop{loop}"
+        files = _make_tree(root, FOLDERS)
+        status, took, err = _interrupt_mid_run(root, files, delay=0.1 * loop)
+        assert status is not None, f"loop {loop}: still running {BOUND_S:g} s after SIGINT"
+        assert status == 130, f"loop {loop}: exit {status}, stderr: {err[-2000:]}"
+        assert "vam: interrupted" in err
+        assert "Traceback" not in err, err[-2000:]
+        _assert_whole(root, files)
