@@ -20,29 +20,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.migrator.test_atomic_kill import _make_tree
 from tests.polling import wait_until
 
-OLD_HEAD = "from vllm_ascend.distributed.mooncake_connector import MooncakeConnector\n"
-NEW_HEAD = (
-    "from vllm_ascend.distributed.kv_transfer.kv_p2p.mooncake_connector import MooncakeConnector\n"
-)
-FOLDERS = 8
-FILES_PER_FOLDER = 250  # 2000 files: the workers read and screen them too
+FOLDERS = 8  # 2000 files (test_atomic_kill's tree): the workers read and screen them too
 LOOPS = 5
 BOUND_S = 15.0
-
-
-def _make_tree(root: Path, folders: int) -> dict[Path, tuple[bytes, bytes]]:
-    files: dict[Path, tuple[bytes, bytes]] = {}
-    for folder in range(folders):
-        for index in range(FILES_PER_FOLDER):
-            path = root / f"pkg{folder:03d}" / f"mod{index:04d}.py"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            body = "".join(f"\n\ndef f{k}(x):\n    return x + {k}\n" for k in range(10 + index % 40))
-            old, new = (OLD_HEAD + body).encode(), (NEW_HEAD + body).encode()
-            path.write_bytes(old)
-            files[path] = (old, new)
-    return files
 
 
 def _some_changed(probes: list[Path], files: dict[Path, tuple[bytes, bytes]]) -> bool:
