@@ -296,21 +296,29 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(doc: str, since: str) -> argparse.ArgumentParser:
+    """The options both main2main benchmarks take."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--git-dir", type=Path, default=DEFAULT_GIT)
-    parser.add_argument("--since", default="0.13.0")
+    parser.add_argument("--since", default=since)
     parser.add_argument("--only", action="append", default=[], metavar="SHA")
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--json", type=Path, metavar="OUT")
     parser.add_argument("--list", action="store_true", help="List the commits and stop.")
-    args = parser.parse_args(argv)
-    gitdir = ensure_clone(args.git_dir)
-    commits = find_commits(gitdir, args.since)
+    return parser
+
+
+def pick(commits: list[dict[str, str]], args: argparse.Namespace) -> list[dict[str, str]]:
+    """The commits `--only` and `--limit` keep."""
     if args.only:
         commits = [c for c in commits if any(c["sha"].startswith(s) for s in args.only)]
-    if args.limit:
-        commits = commits[: args.limit]
+    return commits[: args.limit] if args.limit else commits
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(__doc__ or "", "0.13.0").parse_args(argv)
+    gitdir = ensure_clone(args.git_dir)
+    commits = pick(find_commits(gitdir, args.since), args)
     if args.list:
         for c in commits:
             print(f"{c['sha'][:10]} {c['before']} -> {c['after']}  {c['title']}")

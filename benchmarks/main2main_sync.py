@@ -30,7 +30,6 @@ Prints a Markdown table (for BENCHMARKS.md) and the totals: each window's distin
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import re
@@ -295,13 +294,7 @@ def totals(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--git-dir", type=Path, default=m2m.DEFAULT_GIT)
-    parser.add_argument("--since", default="0.14.0")
-    parser.add_argument("--only", action="append", default=[], metavar="SHA")
-    parser.add_argument("--limit", type=int, default=0)
-    parser.add_argument("--json", type=Path, metavar="OUT")
-    parser.add_argument("--list", action="store_true", help="List the commits and stop.")
+    parser = m2m.arguments(__doc__ or "", "0.14.0")
     parser.add_argument("--from-json", type=Path, metavar="OUT",
                         help="Print the table and totals of an earlier run's --json, run nothing.")
     args = parser.parse_args(argv)
@@ -310,11 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         print(markdown(rows) + "\n" + totals(rows), end="")
         return 0
     gitdir = m2m.ensure_clone(args.git_dir)
-    syncs = find_syncs(gitdir, args.since)
-    if args.only:
-        syncs = [s for s in syncs if any(s["sha"].startswith(o) for o in args.only)]
-    if args.limit:
-        syncs = syncs[: args.limit]
+    syncs = m2m.pick(find_syncs(gitdir, args.since), args)
     if args.list:
         for s in syncs:
             print(f"{s['sha'][:10]} {s['before']} -> {s['after']} anchor {s['anchor_new'][:8]} "
