@@ -73,6 +73,8 @@ def _init_worker(job: Job, stopping: Any) -> None:
     on it for ever; the parent stops the workers itself (`_stop`)."""
     global _stopping
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # held by the parent while it forked us
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _stopping = stopping
     if sys.platform.startswith("linux"):
         import ctypes
@@ -166,7 +168,8 @@ def run(
     assert _engine is not None
     if min(jobs, default_jobs()) > 1 and len(sources) >= _SCREEN_IN_POOL:
         with _pool(job, min(jobs, default_jobs())) as pool:
-            results = pool.map(_screen_and_work, sources, chunksize=_SCREEN_CHUNK)
+            with _sigint_held():
+                results = pool.map(_screen_and_work, sources, chunksize=_SCREEN_CHUNK)
             yield from _merge(sources, [True] * len(sources), results, on_result)
         return
     screened = [_engine.screen(source) for source in sources]
@@ -178,7 +181,9 @@ def run(
         yield from _merge(sources, keep, map(work, todo), on_result)
         return
     with _pool(job, workers) as pool:
-        yield from _merge(sources, keep, pool.map(work, todo, chunksize=_CHUNK), on_result)
+        with _sigint_held():
+            results = pool.map(work, todo, chunksize=_CHUNK)
+        yield from _merge(sources, keep, results, on_result)
 
 
 def _screen_and_work(source: SourceFile) -> FileResult:
@@ -233,6 +238,21 @@ def _stop(pool: ProcessPoolExecutor, stopping: Any) -> None:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """SIGINT blocked while the pool forks its workers (the first submit forks them all):
+    a worker forked with the parent's handler would die of a Ctrl-C that comes before its
+    initializer ignores it, with a traceback. A Ctrl-C meanwhile reaches the parent after."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _ignore_sigint() -> Any:
