@@ -93,15 +93,25 @@ def find_syncs(gitdir: Path, since: str) -> list[dict[str, str]]:
     return found
 
 
-def statement_range(source: str, line: int) -> tuple[int, int]:
-    """The lines of the innermost statement at `line` of `source`: a simple statement whole,
-    a compound one's header (a `def` with its decorators, up to its body); (line, line)
-    when the source does not parse."""
+def statement_range(source: str | list[tuple[int, int]], line: int) -> tuple[int, int]:
+    """The lines of the innermost statement at `line` of `source` (or of its
+    `statement_spans`): a simple statement whole, a compound one's header (a `def` with its
+    decorators, up to its body); (line, line) when the source does not parse."""
+    spans = statement_spans(source) if isinstance(source, str) else source
+    best = (line, line)
+    for first, last in spans:
+        if first <= line <= last and (best == (line, line) or last - first < best[1] - best[0]):
+            best = (first, last)
+    return best
+
+
+def statement_spans(source: str) -> list[tuple[int, int]]:
+    """(first, last) line of every statement of `source` as `statement_range` reads it."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return line, line
-    best = (line, line)
+        return []
+    spans = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.stmt):
             continue
@@ -109,10 +119,8 @@ def statement_range(source: str, line: int) -> tuple[int, int]:
         body = getattr(node, "body", None)
         last = (body[0].lineno - 1 if isinstance(body, list) and body
                 else node.end_lineno or node.lineno)
-        last = max(last, node.lineno)
-        if first <= line <= last and (best == (line, line) or last - first < best[1] - best[0]):
-            best = (first, last)
-    return best
+        spans.append((first, max(last, node.lineno)))
+    return spans
 
 
 def _overlaps(ranges: list[tuple[int, int]], span: tuple[int, int]) -> bool:
@@ -134,19 +142,19 @@ def score_api(gitdir: Path, sync: dict[str, str], found: list[dict[str, Any]] | 
     if found is None:
         return None
     parent = f"{sync['sha']}^"
-    sources: dict[str, str] = {}
+    spans: dict[str, list[tuple[int, int]]] = {}  # each file parsed once
 
     def span(finding: dict[str, Any]) -> tuple[int, int]:
         path = finding["path"]
-        if path not in sources:
-            sources[path] = m2m.show(gitdir, parent, path) or ""
-        return statement_range(sources[path], finding["line"])
+        if path not in spans:
+            spans[path] = statement_spans(m2m.show(gitdir, parent, path) or "")
+        return statement_range(spans[path], finding["line"])
 
-    spans = [(f, span(f)) for f in found]
+    located = [(f, span(f)) for f in found]
     flagged = missed = 0
     for path, ranges in sites.items():
         for site in ranges:
-            hit = any(f["path"] == path and _overlaps([site], s) for f, s in spans)
+            hit = any(f["path"] == path and _overlaps([site], s) for f, s in located)
             flagged += hit
             missed += not hit
     result: dict[str, Any] = {"flagged": flagged, "missed": missed, "findings": len(found)}
