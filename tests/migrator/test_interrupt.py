@@ -40,6 +40,7 @@ def _interrupt_mid_run(root: Path, files: dict[Path, tuple[bytes, bytes]], delay
     process = subprocess.Popen(
         [sys.executable, "-m", "migrator", "migrate", "--quiet", "--jobs", "2", str(root)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        preexec_fn=_as_from_a_terminal,
     )
     try:
         wait_until(lambda: process.poll() is not None or _some_changed(probes, files), 120,
@@ -61,6 +62,13 @@ def _interrupt_mid_run(root: Path, files: dict[Path, tuple[bytes, bytes]], delay
             process.communicate()
         # No worker outlives the run (each dies with its parent, or the parent ended them).
         wait_until(lambda: not _group_alive(process.pid), 10, "the workers gone")
+
+
+def _as_from_a_terminal() -> None:
+    """SIGINT at its default, as a terminal starts a command: a suite started in the
+    background (`nohup ... &`, as CI may be) passes SIGINT on ignored, and Python keeps an
+    inherited ignore, rightly, so the run would never see the Ctrl-C this test sends."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _group_alive(group: int) -> bool:
