@@ -38,6 +38,9 @@ FULL_MINUTES = 30.0
 HOLD_S = {"prefill_stop": 20.0, "pool_link_down": 30.0, "master_stop": 45.0}
 MIN_HOLD_S = {"prefill_stop": 10.0, "pool_link_down": 15.0, "master_stop": 15.0}
 KILL_DOWN_S = 2.0  # a killed part stays down this long before its restart
+# A restarted part that exits before it serves is started again, as a supervisor (systemd,
+# Kubernetes) would; each failed start is kept in the fault's `failed_starts`.
+RESTART_ATTEMPTS = 3
 TRACKS = {
     "pd": ("prefill_kill", "prefill_stop", "decode_kill"),
     "pool": (
@@ -78,28 +81,46 @@ class Fault:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _kill_restart(part: Any, pool: Any = None) -> Callable[[], float]:
-    """SIGKILL `part`, keep it down, restart it; returns when it serves, its restart time."""
+Action = Callable[[Fault], float]
 
-    def run() -> float:
+
+def _kill_restart(part: Any, pool: Any = None) -> Action:
+    """SIGKILL `part`, keep it down, restart it; returns when it serves, its restart time.
+
+    Raises:
+        RuntimeError: the part exited before serving on each of `RESTART_ATTEMPTS` starts.
+    """
+
+    def run(fault: Fault) -> float:
         part.signal(signal.SIGKILL)
         time.sleep(KILL_DOWN_S)
         restarted = time.perf_counter()
-        if hasattr(part, "restart"):
-            part.restart()
-        else:
-            part.respawn()
-            if pool is not None:
-                pool.wait_mounted()
-        return restarted
+        for attempt in range(1, RESTART_ATTEMPTS + 1):
+            try:
+                _start_again(part, pool)
+                return restarted
+            except RuntimeError as exc:  # exited before serving; the message ends in its log
+                if attempt == RESTART_ATTEMPTS:
+                    raise
+                fault.extra.setdefault("failed_starts", []).append(str(exc)[-2000:])
+                part.signal(signal.SIGKILL)
+                time.sleep(KILL_DOWN_S * attempt)
+        raise AssertionError("unreachable")
 
     return run
 
 
-def _hold(
-    begin: Callable[[], None], finish: Callable[[], None], hold: float
-) -> Callable[[], float]:
-    def run() -> float:
+def _start_again(part: Any, pool: Any) -> None:
+    if hasattr(part, "restart"):
+        part.restart()
+        return
+    part.respawn()
+    if pool is not None:
+        pool.wait_mounted()
+
+
+def _hold(begin: Callable[[], None], finish: Callable[[], None], hold: float) -> Action:
+    def run(_: Fault) -> float:
         begin()
         time.sleep(hold)
         finish()
@@ -108,7 +129,7 @@ def _hold(
     return run
 
 
-def actions(parts: Any, minutes: float) -> dict[str, tuple[str, Callable[[], float]]]:
+def actions(parts: Any, minutes: float) -> dict[str, tuple[str, Action]]:
     """kind -> (peer it hits, the fault: returns `perf_counter()` at its end)."""
     pool = parts.pool
     stop, cont = signal.SIGSTOP, signal.SIGCONT
@@ -147,7 +168,7 @@ def actions(parts: Any, minutes: float) -> dict[str, tuple[str, Callable[[], flo
     }
 
 
-def _late_push(prefill: Any) -> dict[str, tuple[str, Callable[[], float]]]:
+def _late_push(prefill: Any) -> dict[str, tuple[str, Action]]:
     if prefill is None:
         return {}
     stop, cont = signal.SIGSTOP, signal.SIGCONT
@@ -219,7 +240,7 @@ class Track(threading.Thread):
         fault = Fault(kind, self.track, peer, start=self.now())
         self.on_event(f"fault {kind} on {peer}")
         self.faults.append(fault)
-        fault.end = action() - self.t0
+        fault.end = action(fault) - self.t0
         fault.ready = self.now()
         self.on_event(f"fault {kind} on {peer} over ({fault.ready - fault.start:.0f} s)")
         self.stop_event.wait(self.recovery_s * self.rng.uniform(1.0, 1.5))

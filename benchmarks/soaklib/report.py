@@ -163,6 +163,9 @@ def summarise(
         "wrong_tokens": sum(r.wrong for r in records),
         "leaked_blocks": leaked,
         "faults": [_fault_json(f) for f in faults],
+        # Restarts that exited before serving and were started again (their log tails are
+        # in the fault's `failed_starts`).
+        "failed_starts": sum(len(f.extra.get("failed_starts", [])) for f in faults),
         "bounds": {
             "request_s": REQUEST_BOUND_S,
             "step_s": STEP_BOUND_S,

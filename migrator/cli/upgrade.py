@@ -109,6 +109,13 @@ def _same_release(stated: str | None, wanted: str, dist_spec: str | None) -> Non
                            f"give the DIST of that release, or NAME=={stated}")
 
 
+def _later(version: str, than: str) -> bool:
+    try:
+        return version_key(version) > version_key(than)
+    except RulesError:  # malformed: setup names it
+        return False
+
+
 def _same_distribution(dist_spec: str, name: str) -> None:
     """A usage error when DIST states another distribution than NAME (PEP 503 names)."""
     stated = stated_name(dist_spec)
@@ -132,6 +139,8 @@ def _plan(requirement: str, dist_spec: str | None, paths: tuple[str, ...], rules
           version_guard: tuple[str, ...], quiet: bool) -> UpgradePlan:
     """The run's inputs: migrate's setup for one pack up to `version`, and verify-api
     against the same release."""
+    if from_version is not None and _later(from_version, version):
+        raise UsageFailure(f"--from {from_version} is after the target {requirement}")
     run = setup(paths, rules_name, (from_version,) if from_version else (), (version,), quiet)
     if len(run.lanes) != 1:
         raise UsageFailure("vam upgrade takes one move table: --rules NAME")

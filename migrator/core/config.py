@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from migrator.core.discover import DEFAULT_TEXT_GLOBS
 from migrator.core.settings import COMPARISONS, DEFAULT_VERSION_GUARDS
 from migrator.core.walk import glob_problem
@@ -205,12 +207,26 @@ def _versions(
 ) -> tuple[str | None, tuple[tuple[str, str], ...]]:
     """`from`/`to`: (the version, ()) or (None, the table's (pack, version) pairs)."""
     value = section.get(key)
-    if value is None or isinstance(value, str):
+    if value is None:
+        return None, ()
+    if isinstance(value, str):
+        _check_version(value, key, path)
         return value, ()
     if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+        for pack, version in value.items():
+            _check_version(version, f"{key}.{pack}", path)
         return None, tuple(value.items())
     raise ConfigError(f'{path}: [tool.vam] {key} must be a version ("0.13.0") or a table of '
                       f'versions by pack ({{ vllm = "0.13.0" }}), got {value!r}')
+
+
+def _check_version(value: str, key: str, path: Path) -> None:
+    try:
+        Version(value)
+    except InvalidVersion:
+        raise ConfigError(
+            f"{path}: [tool.vam] {key}: malformed version {value!r} (want N.N[.N], e.g. 0.13.0)"
+        ) from None
 
 
 def _string_list(section: dict[str, Any], key: str, path: Path) -> list[str]:

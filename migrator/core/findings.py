@@ -23,6 +23,7 @@ HELD_BY_PIN = "VAM010"  # info: a rewrite past the release a text file pins, not
 PIN_LEFT_BEHIND = "VAM012"  # info: a file rewritten past the release it pins (its baseline)
 KEPT_LANE = "VAM013"  # info: --keep-compat keeps a text file's old path (a text cannot branch)
 RECORD = "VAM011"  # info: a reference in a traceback (a record of what ran), kept
+PATCH_TARGET = "VAM014"  # info: a patch target rewritten to where a moved symbol is defined
 RECORD_WHERE = "in a traceback, a record of what ran"
 SYNTAX_ERROR = "VAM901"
 UNREADABLE = "VAM902"
@@ -80,6 +81,17 @@ def removed(kind: str, resolution: Resolution, line: int = 0, col: int = 0) -> F
     return Finding(
         "", line, col, REMOVED, kind, message, resolution.name, "", resolution.removed_step
     )
+
+
+def patch_target(resolution: Resolution, line: int = 0, col: int = 0) -> Finding:
+    """Info: a patch target a symbol row rewrites to where the name is defined (VAM014)."""
+    message = (
+        f"patch target '{resolution.name}' becomes '{resolution.new}', where the name is "
+        f"defined: a patch there misses modules that imported it by name; patch the module "
+        f"under test"
+    )
+    return Finding("", line, col, PATCH_TARGET, "string", message, resolution.name,
+                   resolution.new, steps_of(resolution))
 
 
 def needs_human(kind: str, message: str, line: int = 0, col: int = 0, old: str = "") -> Finding:

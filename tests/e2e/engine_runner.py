@@ -48,12 +48,14 @@ def _load_target(target: str) -> Any:
 
 
 def _generate(llm: Any, cmd: dict[str, Any]) -> dict[str, Any]:
+    from greedy import LOGPROBS, logprobs_json
     from vllm import SamplingParams
 
     params = SamplingParams(
         max_tokens=int(cmd.get("max_tokens", 16)),
         temperature=float(cmd.get("temperature", 0.0)),
         ignore_eos=bool(cmd.get("ignore_eos", True)),
+        logprobs=LOGPROBS,
     )
     if "prompt_token_ids" in cmd:
         prompts: list[Any] = [{"prompt_token_ids": ids} for ids in cmd["prompt_token_ids"]]
@@ -68,6 +70,7 @@ def _generate(llm: Any, cmd: dict[str, Any]) -> dict[str, Any]:
                 "text": r.outputs[0].text,
                 "num_cached_tokens": r.num_cached_tokens,
                 "finish_reason": r.outputs[0].finish_reason,
+                "logprobs": logprobs_json(r.outputs[0]),
             }
             for r in results
         ]

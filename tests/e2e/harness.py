@@ -118,6 +118,8 @@ class Generation:
     text: str
     num_cached_tokens: int
     finish_reason: str | None
+    # Per generated token, {token id: logprob} of the top `greedy.LOGPROBS` and the chosen one.
+    logprobs: list[dict[str, float]] | None = None
 
 
 def engine_env(extra: dict[str, str] | None = None) -> dict[str, str]:

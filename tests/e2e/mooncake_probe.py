@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from greedy import LOGPROBS, logprobs_json
 from vllm.distributed.kv_transfer import get_kv_transfer_group
 
 
@@ -60,6 +61,7 @@ def generate(
             max_tokens=max_tokens,
             temperature=0.0,
             ignore_eos=ignore_eos,
+            logprobs=LOGPROBS,
             extra_args={"kv_transfer_params": kv} if kv is not None else None,
         )
         for kv in kv_transfer_params
@@ -76,6 +78,7 @@ def generate(
             "token_ids": list(r.outputs[0].token_ids),
             "num_cached_tokens": r.num_cached_tokens,
             "finish_reason": r.outputs[0].finish_reason,
+            "logprobs": logprobs_json(r.outputs[0]),
             "kv_transfer_params": r.kv_transfer_params,
         }
         for r in results

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from greedy import assert_same_greedy
 from harness import (
     UNIPROC_ENV,
     UNIPROC_LLM_KWARGS,
@@ -89,12 +90,12 @@ def test_outputs_identical_to_no_connector(
         for n, length in [(2, 10), (2, 70), (1, 200), (1, 33)]
         for p in token_prompts(n, length, seed=length)
     ]
-    expected = tokens(baseline_engine.generate(prompt_token_ids=prompts, max_tokens=16))
-    assert tokens(engine.generate(prompt_token_ids=prompts, max_tokens=16)) == expected
+    expected = baseline_engine.generate(prompt_token_ids=prompts, max_tokens=16)
+    assert_same_greedy(engine.generate(prompt_token_ids=prompts, max_tokens=16), expected)
     # Text prompts go through the tokenizer built at test time.
     text = ["The scheduler decides which requests run.", "Offloading moves blocks to host memory."]
-    assert tokens(engine.generate(text, max_tokens=8)) == tokens(
-        baseline_engine.generate(text, max_tokens=8)
+    assert_same_greedy(
+        engine.generate(text, max_tokens=8), baseline_engine.generate(text, max_tokens=8)
     )
 
 
@@ -103,14 +104,14 @@ def test_prefix_hit_loads_from_the_cpu_pool_after_prefix_cache_reset(
 ) -> None:
     engine, address = uni_engine
     prompt = token_prompts(1, 600, seed=600)  # 18 full blocks + 24 tokens
-    expected = tokens(baseline_engine.generate(prompt_token_ids=prompt, max_tokens=16))
+    expected = baseline_engine.generate(prompt_token_ids=prompt, max_tokens=16)
     first = engine.generate(prompt_token_ids=prompt, max_tokens=16)
-    assert tokens(first) == expected
+    assert_same_greedy(first, expected)
     before = stats(engine, address)
     assert engine.reset_prefix_cache()  # vLLM's own prefix cache only; the CPU pool stays
     second = engine.generate(prompt_token_ids=prompt, max_tokens=16)
     after = stats(engine, address)
-    assert tokens(second) == expected
+    assert_same_greedy(second, expected)
     assert delta(after, before, "acquired_blocks") == 18
     assert delta(after, before, "loaded_blocks") == 18  # the worker's own count
     assert second[0].num_cached_tokens == 18 * 32  # vLLM saw 576 external tokens
@@ -127,17 +128,17 @@ def test_loaded_blocks_are_what_the_forward_pass_reads(
     # (reset_cache) and the output is right again, with no hit.
     engine, address = uni_engine
     prompt = token_prompts(1, 400, seed=400)
-    expected = tokens(baseline_engine.generate(prompt_token_ids=prompt, max_tokens=16))
-    assert tokens(engine.generate(prompt_token_ids=prompt, max_tokens=16)) == expected
+    expected = baseline_engine.generate(prompt_token_ids=prompt, max_tokens=16)
+    assert_same_greedy(engine.generate(prompt_token_ids=prompt, max_tokens=16), expected)
     assert engine.call(f"{PROBE}:zero_host_pool") > 0
     engine.reset_prefix_cache()
     corrupted = engine.generate(prompt_token_ids=prompt, max_tokens=16)
     assert corrupted[0].num_cached_tokens == 12 * 32
-    assert tokens(corrupted) != expected
+    assert tokens(corrupted) != tokens(expected)
     before = stats(engine, address)
     assert engine.reset_prefix_cache(reset_connector=True)
     assert stats(engine, address)["ready_blocks"] == 0
-    assert tokens(engine.generate(prompt_token_ids=prompt, max_tokens=16)) == expected
+    assert_same_greedy(engine.generate(prompt_token_ids=prompt, max_tokens=16), expected)
     assert delta(stats(engine, address), before, "acquired_blocks") == 0
 
 
@@ -165,14 +166,13 @@ def test_old_module_path_uniproc_lifecycle(
     ).start()
     try:
         prompts = token_prompts(3, 130, seed=130)  # 4 full blocks each
-        expected = tokens(baseline_engine.generate(prompt_token_ids=prompts, max_tokens=8))
-        assert (
-            tokens(engine.generate(prompt_token_ids=prompts, max_tokens=8, timeout_s=120))
-            == expected
+        expected = baseline_engine.generate(prompt_token_ids=prompts, max_tokens=8)
+        assert_same_greedy(
+            engine.generate(prompt_token_ids=prompts, max_tokens=8, timeout_s=120), expected
         )
         engine.reset_prefix_cache()
         again = engine.generate(prompt_token_ids=prompts, max_tokens=8, timeout_s=120)
-        assert tokens(again) == expected
+        assert_same_greedy(again, expected)
         assert [g.num_cached_tokens for g in again] == [128, 128, 128]
         s = stats(engine, address)
         assert s["stored_blocks"] == 12 and s["loaded_blocks"] == 12
@@ -208,14 +208,14 @@ def test_mp_executor_lru_eviction_stays_correct(
     engine, address = mp_engine
     p1, p2, p3 = ([p] for p in token_prompts(3, 70, seed=70))  # 2 blocks each
     expected = {
-        i: tokens(baseline_engine.generate(prompt_token_ids=p, max_tokens=8))
+        i: baseline_engine.generate(prompt_token_ids=p, max_tokens=8)
         for i, p in enumerate((p1, p2, p3))
     }
 
     def run(i: int, p: list[list[int]]) -> Generation:
         engine.reset_prefix_cache()  # every hit below comes from the CPU pool
         out = engine.generate(prompt_token_ids=p, max_tokens=8)
-        assert tokens(out) == expected[i]
+        assert_same_greedy(out, expected[i])
         return out[0]
 
     base = stats(engine, address)
@@ -243,10 +243,10 @@ def test_mp_executor_pool_under_pressure_s19(
     # S19: 4-block pool, one generate() with 64 distinct prompts of >= 3 blocks.
     engine, address = mp_engine
     prompts = token_prompts(64, 100, seed=19)
-    expected = tokens(baseline_engine.generate(prompt_token_ids=prompts, max_tokens=4))
+    expected = baseline_engine.generate(prompt_token_ids=prompts, max_tokens=4)
     engine.reset_prefix_cache(reset_connector=True)
     before = stats(engine, address)
-    assert tokens(engine.generate(prompt_token_ids=prompts, max_tokens=4)) == expected
+    assert_same_greedy(engine.generate(prompt_token_ids=prompts, max_tokens=4), expected)
     after = stats(engine, address)
     assert delta(after, before, "store_skipped_blocks") > 0  # stores skipped, not crashed
     assert after["pending_blocks"] == 0 and after["pinned_blocks"] == 0
@@ -255,7 +255,7 @@ def test_mp_executor_pool_under_pressure_s19(
     ready = after["ready_blocks"]
     # A rerun hits only blocks that really are in the pool, and stays correct.
     engine.reset_prefix_cache()
-    assert tokens(engine.generate(prompt_token_ids=prompts, max_tokens=4)) == expected
+    assert_same_greedy(engine.generate(prompt_token_ids=prompts, max_tokens=4), expected)
     rerun = stats(engine, address)
     # Chunked prefill stores and evicts between steps, so what stays need not be a prefix:
     # hits may be 0, never more than what is ready, never a failed load.
@@ -285,11 +285,11 @@ def test_load_failure_recompute_s14(
     address = f"ipc://{address_dir}/s14-recompute.ipc"
     engine = discarding_engine(engine_factory, address, "recompute")
     prompt = token_prompts(1, 170, seed=170)  # 5 full blocks
-    expected = tokens(baseline_engine.generate(prompt_token_ids=prompt, max_tokens=8))
-    assert tokens(engine.generate(prompt_token_ids=prompt, max_tokens=8)) == expected
+    expected = baseline_engine.generate(prompt_token_ids=prompt, max_tokens=8)
+    assert_same_greedy(engine.generate(prompt_token_ids=prompt, max_tokens=8), expected)
     engine.reset_prefix_cache()
     again = engine.generate(prompt_token_ids=prompt, max_tokens=8)
-    assert tokens(again) == expected
+    assert_same_greedy(again, expected)
     record = engine.call(f"{PROBE}:load_error_record")
     assert len(record["discarded_block_ids"]) == 1
     assert record["reported_block_ids"] == record["discarded_block_ids"]
@@ -314,8 +314,9 @@ def test_load_failure_fail_policy_s14(
     assert engine.call(f"{PROBE}:free_device_blocks") == free_before
     # The engine keeps serving.
     other = token_prompts(1, 40, seed=41)
-    assert tokens(engine.generate(prompt_token_ids=other, max_tokens=8)) == tokens(
-        baseline_engine.generate(prompt_token_ids=other, max_tokens=8)
+    assert_same_greedy(
+        engine.generate(prompt_token_ids=other, max_tokens=8),
+        baseline_engine.generate(prompt_token_ids=other, max_tokens=8),
     )
 
 

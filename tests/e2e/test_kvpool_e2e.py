@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from greedy import assert_same_greedy
 from harness import (
     UNIPROC_ENV,
     UNIPROC_LLM_KWARGS,
@@ -137,9 +138,9 @@ def test_engine_b_loads_the_prefix_engine_a_saved(
     master: MooncakeMaster,
 ) -> None:
     prompt = token_prompts(1, LONG, seed=LONG)
-    expected = tokens(baseline_engine.generate(prompt_token_ids=prompt, max_tokens=16))
+    expected = baseline_engine.generate(prompt_token_ids=prompt, max_tokens=16)
     first = engine_a.generate(prompt_token_ids=prompt, max_tokens=16)
-    assert tokens(first) == expected
+    assert_same_greedy(first, expected)
     assert first[0].num_cached_tokens == 0
     saved = wait_saves(engine_a)
     assert saved["saved_blocks"] == 18 and saved["save_failed_blocks"] == 0
@@ -148,7 +149,7 @@ def test_engine_b_loads_the_prefix_engine_a_saved(
     # loaded asynchronously by its worker process.
     second = engine_b.generate(prompt_token_ids=prompt, max_tokens=16)
     assert second[0].num_cached_tokens == LONG_HIT
-    assert tokens(second) == expected
+    assert_same_greedy(second, expected)
 
 
 def test_engine_a_hits_its_own_entries_after_a_local_cache_reset(
@@ -160,7 +161,7 @@ def test_engine_a_hits_its_own_entries_after_a_local_cache_reset(
     again = engine_a.generate(prompt_token_ids=prompt, max_tokens=16)
     after = engine_a.call(f"{PROBE}:stats")
     assert again[0].num_cached_tokens == LONG_HIT
-    assert tokens(again) == tokens(baseline_engine.generate(prompt_token_ids=prompt, max_tokens=16))
+    assert_same_greedy(again, baseline_engine.generate(prompt_token_ids=prompt, max_tokens=16))
     assert after["loaded_blocks"] - before["loaded_blocks"] == 18
     assert after["lookups"] - before["lookups"] == 1  # one round trip for 18 blocks
     assert after["load_failed_blocks"] == before["load_failed_blocks"]
@@ -174,9 +175,9 @@ def test_outputs_identical_to_no_connector(
         for n, length in [(2, 10), (2, 70), (1, 33)]
         for p in token_prompts(n, length, seed=7 + length)
     ]
-    expected = tokens(baseline_engine.generate(prompt_token_ids=prompts, max_tokens=12))
-    assert tokens(engine_a.generate(prompt_token_ids=prompts, max_tokens=12)) == expected
-    assert tokens(engine_b.generate(prompt_token_ids=prompts, max_tokens=12)) == expected
+    expected = baseline_engine.generate(prompt_token_ids=prompts, max_tokens=12)
+    assert_same_greedy(engine_a.generate(prompt_token_ids=prompts, max_tokens=12), expected)
+    assert_same_greedy(engine_b.generate(prompt_token_ids=prompts, max_tokens=12), expected)
 
 
 def test_different_models_never_share_entries_and_the_old_path_works_and_warns(
@@ -191,7 +192,7 @@ def test_different_models_never_share_entries_and_the_old_path_works_and_warns(
     assert engine_c.reset_prefix_cache()
     again = engine_c.generate(prompt_token_ids=prompt, max_tokens=16)
     assert again[0].num_cached_tokens == LONG_HIT  # its own entries
-    assert tokens(again) == tokens(own)
+    assert_same_greedy(again, own)
     log = engine_c.log_tail(400_000)
     assert "vllm_ascend.distributed.kvpool" in log and "vam migrate" in log, log[-3000:]
 
@@ -199,8 +200,8 @@ def test_different_models_never_share_entries_and_the_old_path_works_and_warns(
 # ---- S14: keys that vanish between lookup and load -------------------------------------------
 
 
-def _save_then_reset(engine: EngineProcess, prompt: list[list[int]]) -> list[list[int]]:
-    out = tokens(engine.generate(prompt_token_ids=prompt, max_tokens=16))
+def _save_then_reset(engine: EngineProcess, prompt: list[list[int]]) -> list[Generation]:
+    out = engine.generate(prompt_token_ids=prompt, max_tokens=16)
     wait_saves(engine)
     assert engine.reset_prefix_cache()
     return out
@@ -211,8 +212,8 @@ def test_vanished_block_is_recomputed_and_reported_exactly(
     engine_a: EngineProcess, baseline_engine: EngineProcess, load_async: bool
 ) -> None:
     prompt = token_prompts(1, 400, seed=401 + load_async)  # 12 full blocks
-    expected = tokens(baseline_engine.generate(prompt_token_ids=prompt, max_tokens=16))
-    assert _save_then_reset(engine_a, prompt) == expected
+    expected = baseline_engine.generate(prompt_token_ids=prompt, max_tokens=16)
+    assert_same_greedy(_save_then_reset(engine_a, prompt), expected)
     engine_a.call(f"{PROBE}:set_load_async", value=load_async)
     engine_a.call(f"{PROBE}:vanish_after_lookup", enabled=True)
     try:
@@ -221,7 +222,7 @@ def test_vanished_block_is_recomputed_and_reported_exactly(
     finally:
         engine_a.call(f"{PROBE}:vanish_after_lookup", enabled=False)
         engine_a.call(f"{PROBE}:set_load_async", value=False)
-    assert tokens(out) == expected
+    assert_same_greedy(out, expected)
     assert len(record["vanished_block_ids"]) == 1
     assert record["reported_block_ids"] == record["vanished_block_ids"]
 
@@ -256,10 +257,10 @@ def test_pool_full_evicts_and_outputs_stay_correct(
     capacity_blocks = master.capacity_bytes() // BLOCK_BYTES
     assert capacity_blocks == 1024  # engine A's 16 MiB
     prompts = token_prompts(64, 650, seed=650)  # 64 x 20 full blocks
-    expected = tokens(baseline_engine.generate(prompt_token_ids=prompts, max_tokens=4))
+    expected = baseline_engine.generate(prompt_token_ids=prompts, max_tokens=4)
     keys_before = master.key_count()
     before = engine_a.call(f"{PROBE}:stats")
-    assert tokens(engine_a.generate(prompt_token_ids=prompts, max_tokens=4)) == expected
+    assert_same_greedy(engine_a.generate(prompt_token_ids=prompts, max_tokens=4), expected)
     after = wait_saves(engine_a)
     stored = after["saved_blocks"] - before["saved_blocks"]
     failed = after["save_failed_blocks"] - before["save_failed_blocks"]
@@ -270,7 +271,7 @@ def test_pool_full_evicts_and_outputs_stay_correct(
     # A rerun loads what the pool still holds, and is still right.
     assert engine_a.reset_prefix_cache()
     rerun = engine_a.generate(prompt_token_ids=prompts[-8:], max_tokens=4)
-    assert tokens(rerun) == expected[-8:]
+    assert_same_greedy(rerun, expected[-8:])
     final = engine_a.call(f"{PROBE}:stats")
     loaded = final["loaded_blocks"] - after["loaded_blocks"]
     cached = sum(g.num_cached_tokens for g in rerun)
@@ -310,11 +311,11 @@ def test_master_killed_requests_complete_then_hits_resume(
     log_start = len(engine_a.log_tail(10_000_000))
     master.kill()
     prompts = token_prompts(6, 200, seed=200)
-    expected = tokens(baseline_engine.generate(prompt_token_ids=prompts, max_tokens=8))
+    expected = baseline_engine.generate(prompt_token_ids=prompts, max_tokens=8)
     started = time.monotonic()
     for prompt, want in zip(prompts, expected, strict=True):
         out = engine_a.generate(prompt_token_ids=[prompt], max_tokens=8, timeout_s=120)
-        assert out[0].token_ids == want
+        assert_same_greedy(out, [want])
         assert out[0].num_cached_tokens == 0
     outage_s = time.monotonic() - started
     log = engine_a.log_tail(10_000_000)[log_start:]
@@ -326,11 +327,11 @@ def test_master_killed_requests_complete_then_hits_resume(
     master.start()
     master.wait_capacity(capacity, timeout_s=180)  # every client remounted its segment
     prompt = token_prompts(1, LONG, seed=LONG + 1)
-    want = tokens(baseline_engine.generate(prompt_token_ids=prompt, max_tokens=16))
+    want = baseline_engine.generate(prompt_token_ids=prompt, max_tokens=16)
     # Generous: under load (other jobs on the 2 cores) a step can take seconds.
     deadline = time.monotonic() + 240
     while True:  # A saves once its guard lets the store back in (retry_interval_s=2)
-        assert tokens(engine_a.generate(prompt_token_ids=prompt, max_tokens=16)) == want
+        assert_same_greedy(engine_a.generate(prompt_token_ids=prompt, max_tokens=16), want)
         if wait_saves(engine_a)["pool_healthy"] and master.key_count() >= 18:
             break
         assert time.monotonic() < deadline, "engine A never saved after the restart"
@@ -338,7 +339,7 @@ def test_master_killed_requests_complete_then_hits_resume(
         engine_a.call(f"{PROBE}:sleep", seconds=2)
     while True:  # B's scheduler may still be bypassing the pool for a moment
         out = engine_b.generate(prompt_token_ids=prompt, max_tokens=16)
-        assert tokens(out) == want
+        assert_same_greedy(out, want)
         if out[0].num_cached_tokens == LONG_HIT:
             break
         assert time.monotonic() < deadline, "engine B never hit after the restart"

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from greedy import assert_same_greedy
 from harness import UNIPROC_LLM_KWARGS, EngineProcess, free_port, token_prompts
 from mooncake_pd import (
     HANDSHAKE_TIMEOUT_S,
@@ -40,7 +41,6 @@ from mooncake_pd import (
     running_pair,
     stats,
     step_until_idle,
-    tokens,
 )
 
 pytest.importorskip("mooncake.engine")
@@ -83,10 +83,10 @@ def test_disaggregated_greedy_tokens_equal_a_single_engine(
         for n, length in [(2, 10), (1, 32), (1, 33), (2, 70), (1, 200), (1, 500)]
         for p in token_prompts(n, length, seed=length)
     ]
-    expected = tokens(baseline_engine.generate(prompt_token_ids=prompts, max_tokens=MAX_TOKENS))
+    expected = baseline_engine.generate(prompt_token_ids=prompts, max_tokens=MAX_TOKENS)
     p_before, d_before = stats(producer), stats(consumer)
     outputs = disaggregated_generate(producer, consumer, prompts, MAX_TOKENS)
-    assert tokens(outputs) == expected
+    assert_same_greedy(outputs, expected)
     # The decode engine computed one prompt token (the last) and then decoded: nothing else.
     assert [o["scheduled_tokens"] for o in outputs] == [MAX_TOKENS] * len(prompts)
     assert all(o["finish_reason"] == "length" for o in outputs)
@@ -110,12 +110,12 @@ def test_decode_prefix_hit_reads_only_the_missing_tail(
 ) -> None:
     producer, consumer = pd_pair
     prompt = token_prompts(1, 600, seed=600)  # 18 full blocks + 24 tokens
-    expected = tokens(baseline_engine.generate(prompt_token_ids=prompt, max_tokens=MAX_TOKENS))
-    assert tokens(disaggregated_generate(producer, consumer, prompt, MAX_TOKENS)) == expected
+    expected = baseline_engine.generate(prompt_token_ids=prompt, max_tokens=MAX_TOKENS)
+    assert_same_greedy(disaggregated_generate(producer, consumer, prompt, MAX_TOKENS), expected)
     before = stats(consumer)
     again = disaggregated_generate(producer, consumer, prompt, MAX_TOKENS)
     after = stats(consumer)
-    assert tokens(again) == expected
+    assert_same_greedy(again, expected)
     # The decode engine's own prefix cache had the 18 full blocks: only the last one is read.
     assert delta(after, before, "worker", "blocks_read") == 1
     assert again[0]["scheduled_tokens"] == MAX_TOKENS
@@ -216,8 +216,8 @@ def test_malformed_side_channel_messages_are_dropped(
         ctx.term()
     # The prefill engine is still up and serves the next P/D request.
     prompt = token_prompts(1, 50, seed=50)
-    expected = tokens(baseline_engine.generate(prompt_token_ids=prompt, max_tokens=MAX_TOKENS))
-    assert tokens(disaggregated_generate(producer, consumer, prompt, MAX_TOKENS)) == expected
+    expected = baseline_engine.generate(prompt_token_ids=prompt, max_tokens=MAX_TOKENS)
+    assert_same_greedy(disaggregated_generate(producer, consumer, prompt, MAX_TOKENS), expected)
     assert delta(stats(producer), before, "worker", "malformed_dropped") == 2
     assert "dropped a malformed side-channel message" in producer.log_tail(200_000)
 
@@ -227,7 +227,7 @@ def test_invalid_transfer_params_compute_locally(
 ) -> None:
     _, consumer = pd_pair
     prompt = token_prompts(1, 80, seed=80)
-    expected = tokens(baseline_engine.generate(prompt_token_ids=prompt, max_tokens=MAX_TOKENS))
+    expected = baseline_engine.generate(prompt_token_ids=prompt, max_tokens=MAX_TOKENS)
     before = stats(consumer)
     # A proxy bug: remote_host and remote_block_ids missing.
     params = {
@@ -237,7 +237,7 @@ def test_invalid_transfer_params_compute_locally(
         "remote_port": 1,
     }
     out = decode(consumer, prompt, [params], MAX_TOKENS)
-    assert tokens(out) == expected
+    assert_same_greedy(out, expected)
     assert out[0]["scheduled_tokens"] == len(prompt[0]) + MAX_TOKENS - 1  # all computed here
     after = stats(consumer)
     assert delta(after, before, "scheduler", "invalid_params") == 1
@@ -299,10 +299,10 @@ def test_prefill_stopped_or_killed_before_the_read_s15(
 ) -> None:
     _, consumer = pd_pair  # kv_load_failure_policy="recompute"
     prompts = token_prompts(3, 90, seed=15)
-    expected = tokens(baseline_engine.generate(prompt_token_ids=prompts, max_tokens=MAX_TOKENS))
+    expected = baseline_engine.generate(prompt_token_ids=prompts, max_tokens=MAX_TOKENS)
     # A healthy round first: the decode engine now has a warm connection to this prefill.
     warm = disaggregated_generate(doomed_prefill, consumer, prompts[:1], MAX_TOKENS)
-    assert tokens(warm) == expected[:1]
+    assert_same_greedy(warm, expected[:1])
     params = prefill(doomed_prefill, prompts[1:])
     assert doomed_prefill.proc is not None
     group = doomed_prefill.proc.pid
@@ -314,7 +314,7 @@ def test_prefill_stopped_or_killed_before_the_read_s15(
     started = time.monotonic()
     recomputed = decode(consumer, prompts[1:2], params[:1], MAX_TOKENS)
     waited = time.monotonic() - started
-    assert tokens(recomputed) == expected[1:2]  # recomputed, never decoded from unfilled KV
+    assert_same_greedy(recomputed, expected[1:2])  # recomputed, never decoded from unfilled KV
     assert recomputed[0]["scheduled_tokens"] == len(prompts[1]) + MAX_TOKENS - 1
     assert waited < TRANSFER_TIMEOUT_S * 4
     after = stats(consumer)
@@ -335,10 +335,11 @@ def test_prefill_stopped_or_killed_before_the_read_s15(
     assert fail_after["requests"] == 0
     # Both decode engines keep serving.
     other = token_prompts(1, 40, seed=41)
-    other_expected = tokens(baseline_engine.generate(prompt_token_ids=other, max_tokens=MAX_TOKENS))
-    assert (
-        tokens(fail_policy_decode.generate(prompt_token_ids=other, max_tokens=MAX_TOKENS))
-        == other_expected
+    other_expected = baseline_engine.generate(prompt_token_ids=other, max_tokens=MAX_TOKENS)
+    assert_same_greedy(
+        fail_policy_decode.generate(prompt_token_ids=other, max_tokens=MAX_TOKENS), other_expected
     )
     producer, _ = pd_pair
-    assert tokens(disaggregated_generate(producer, consumer, other, MAX_TOKENS)) == other_expected
+    assert_same_greedy(
+        disaggregated_generate(producer, consumer, other, MAX_TOKENS), other_expected
+    )

@@ -139,9 +139,44 @@ def test_the_late_push_fault_stops_the_layerwise_prefill_for_its_hold(
         "layerwise_late_push"
     ]
     assert peer == "http://lw"
-    action()
+    action(Fault("layerwise_late_push", "layerwise", peer, start=0.0))
     assert [s for s, _ in sent] == [signal.SIGSTOP, signal.SIGCONT]
     assert sent[1][1] - sent[0][1] >= 0.2
+
+
+def test_a_restart_that_exits_before_serving_is_started_again_and_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from soaklib import faults
+
+    monkeypatch.setattr(faults, "KILL_DOWN_S", 0.0)
+    outcomes: list[BaseException | None] = [RuntimeError("exited 1: bind failed"), None]
+    kills: list[object] = []
+
+    def restart() -> None:
+        outcome = outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+
+    engine = SimpleNamespace(url="http://e", signal=kills.append, restart=restart)
+    part = SimpleNamespace(url="http://x", signal=lambda s: None)
+    pool = SimpleNamespace(
+        network={"pool": SimpleNamespace(address="a")}, address="m", client=part, master=part
+    )
+    parts = SimpleNamespace(prefill=part, decode=part, pool_engine=engine, pool=pool)
+    _, action = faults.actions(parts, 30)["pool_engine_restart"]
+    fault = Fault("pool_engine_restart", "pool", "http://e", start=0.0)
+    action(fault)
+    assert outcomes == [] and len(kills) == 2  # the fault's SIGKILL, one for the failed start
+    assert fault.extra["failed_starts"] == ["exited 1: bind failed"]
+    summary = summarise([], [], [fault], {"pool": IDLE}, 60.0, 0)
+    assert summary["failed_starts"] == 1
+    # A part that never comes up fails the track: the soak says so, it does not retry forever.
+    outcomes[:] = [RuntimeError(f"exited {i}") for i in range(faults.RESTART_ATTEMPTS)]
+    with pytest.raises(RuntimeError, match=f"exited {faults.RESTART_ATTEMPTS - 1}"):
+        action(Fault("pool_engine_restart", "pool", "http://e", start=0.0))
 
 
 def test_a_phase_pair_is_reported_for_memory_but_not_judged() -> None:

@@ -50,8 +50,9 @@ def test_soak_sample_every_fault_no_hang_no_wrong_token_no_leak(tmp_path: Path) 
     )
     assert out.exists(), f"soak exited {done.returncode} without a summary:\n{done.stdout[-4000:]}"
     summary = json.loads(out.read_text(encoding="utf-8"))
-    assert sorted({f["kind"] for f in summary["faults"]}) == sorted(KINDS), summary["faults"]
+    # A track that failed stops its faults: its error says more than the missing kinds.
     assert summary["track_errors"] == {}, summary["track_errors"]
+    assert sorted({f["kind"] for f in summary["faults"]}) == sorted(KINDS), summary["faults"]
     assert summary["requests_ok"] > 0
     assert summary["hung"] == 0, summary["errors_seen"]
     assert summary["wrong_tokens"] == 0, summary["per_target"]

@@ -205,6 +205,9 @@ def test_explain_and_rules_show_read_every_pack() -> None:
          "[tool.vam] from: no pack 'vlm' in [tool.vam] rules (packs: vllm_ascend, vllm)"),
         ("rules = []\n", "[tool.vam] rules must be a pack name or table path, or a non-empty list"),
         ('to = ["0.14.0"]\n', "[tool.vam] to must be a version"),
+        ('from = "banana"\n', "pyproject.toml: [tool.vam] from: malformed version 'banana'"),
+        ('rules = ["vllm"]\nto = { vllm = "1.x" }\n',
+         "[tool.vam] to.vllm: malformed version '1.x'"),
     ],
 )
 def test_configured_packs_and_versions_are_checked(tree: Path, section: str, message: str) -> None:

@@ -401,3 +401,13 @@ def test_the_copy_holds_only_the_files_migrate_reads(
     names = {Path(p).name for p in seen[0]}
     assert {"a.py", "__init__.py", "utils.py"} <= names, names
     assert not names & {"big.bin", "huge.bin", "ignored.py", "excluded.py"}, names
+
+
+def test_a_baseline_after_the_target_names_the_target_not_a_to_flag(project: Path) -> None:
+    """`upgrade` has no `--to`: the error names the requirement the user gave."""
+    write(project / "proj", CLEAN)
+    result = CliRunner().invoke(main, ["upgrade", "vllm==2.0.0", "--from", "9.0.0", "--rules",
+                                       str(project / "pack.toml"), "--dist",
+                                       str(project / "vllm2"), str(project / "proj")])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == "vam: error: --from 9.0.0 is after the target vllm==2.0.0\n"

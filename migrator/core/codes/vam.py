@@ -274,6 +274,26 @@ VAM_CODES: tuple[Code, ...] = (
         good="(kept as it is until 0.11.0's support is dropped)",
     ),
     Code(
+        "VAM014", INFO, "patch target moved to where the name is defined",
+        means=(
+            "A `mock.patch`, `mocker.patch` or `monkeypatch.setattr` target names a symbol that "
+            "a symbol row of the table moves out of its module. The target is rewritten to the "
+            "new path, which is where the symbol is defined."
+        ),
+        why=(
+            "A patch replaces the name in one module's namespace. Code that imported the symbol "
+            "by name reads it from its own module, so a patch of the definition does not reach "
+            "it: the test may pass while patching nothing. Info only: no effect on the exit code."
+        ),
+        fix=(
+            "Point the target at the module the code under test looks the name up in (the "
+            "module that imports it), or patch the attribute on that module with "
+            "`mock.patch.object`."
+        ),
+        bad='@patch("vllm.v1.spec_decode.eagle.CpuGpuBuffer")   # eagle no longer imports it',
+        good='@patch("my_plugin.proposer.CpuGpuBuffer")   # the module under test reads it here',
+    ),
+    Code(
         "VAM901", ERROR, "Python file that does not parse",
         means=(
             "A .py or .pyi file is not valid Python for the parser, so its imports cannot be "

@@ -20,7 +20,7 @@ The order of the list is the order of edits and findings in the output, nothing 
 from __future__ import annotations
 
 from migrator.core import findings as F
-from migrator.rewrite.sites import calls, chains, comments, imports, strings
+from migrator.rewrite.sites import calls, chains, comments, imports, patches, strings
 from migrator.rewrite.sites.context import SiteContext, SiteRewriter
 from migrator.rewrite.sites.finish import finish
 from migrator.rewrite.sites.protect import protect
@@ -32,6 +32,7 @@ SITE_REWRITERS: tuple[SiteRewriter, ...] = (
     strings.rewrite_fstrings,
     strings.report_concatenations,
     calls.rewrite_calls,
+    patches.report_patch_targets,
     comments.rewrite_comments,
 )
 
