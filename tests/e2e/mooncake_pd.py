@@ -114,11 +114,6 @@ def running_pair(
         producer.close()
 
 
-def tokens(outputs: list[Any]) -> list[list[int]]:
-    """The token ids of each output (a `Generation` or a probe's dict)."""
-    return [o.token_ids if hasattr(o, "token_ids") else o["token_ids"] for o in outputs]
-
-
 def stats(engine: EngineProcess) -> dict[str, Any]:
     result: dict[str, Any] = engine.call(f"{PROBE}:stats")
     return result
